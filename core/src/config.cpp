@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <accl/config.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace accl::config {
+
+// The single table of settings. Keep README.md's table in sync (a test checks it).
+const std::vector<Setting>& settings() {
+  static const std::vector<Setting> table = {
+      // core
+      {"ACCL_LOG_LEVEL", "error", "log level: off, error, warn, info, debug, trace"},
+      {"ACCL_TIMEOUT_MS", "10000", "device timeout for every call; a call that cannot finish ends in a timeout error"},
+      {"ACCL_DEVICE", "emu", "device behind ACCL: emu (bundled emulator), xrt (Alveo card), none (PMPI: run natively)"},
+      {"ACCL_RX_BUFFER_COUNT", "16", "number of RX spare buffers (PMPI layer and create_local_world)"},
+      {"ACCL_RX_BUFFER_SIZE", "65536", "bytes per RX spare buffer (PMPI layer and create_local_world)"},
+      {"ACCL_MAX_EAGER_SIZE", "16384", "largest message sent eagerly in bytes; larger ones use rendezvous"},
+      {"ACCL_MAX_RENDEZVOUS_SIZE", "4194304", "bytes of each scratch buffer used by collectives; 0 = eager only"},
+      // emulator
+      {"ACCL_EMU_TRANSPORT", "auto", "emulator transport: auto (in-process, else shm on one host, else tcp), inproc, shm, tcp, udp"},
+      {"ACCL_EMU_BIND_ADDRESS", "127.0.0.1", "address the emulated CCLO listens on (never all interfaces by default)"},
+      {"ACCL_EMU_OVERFLOW_BYTES", "67108864", "bytes of unexpected eager data the emulator keeps when all RX buffers are full"},
+      {"ACCL_EMU_SPIN_US", "50", "how long emulator threads spin before they block"},
+      {"ACCL_JOB_SECRET", "", "per-job secret emulated CCLOs require from peers (the PMPI layer generates one)"},
+      // hardware
+      {"ACCL_XCLBIN", "", "xclbin to load for ACCL_DEVICE=xrt"},
+      {"ACCL_DEVICE_INDEX", "", "Alveo card index (default: nearest card to this rank)"},
+      {"ACCL_CCLO_KERNEL", "ccl_offload:{ccl_offload_0}", "name of the CCLO IP in the xclbin"},
+      {"ACCL_HOSTCTRL_KERNEL", "hostctrl:{hostctrl_0_0}", "name of the host-controller kernel in the xclbin"},
+      // PMPI layer
+      {"ACCL_OFFLOAD", "on", "PMPI: on = offload eligible calls to ACCL, off = pure interposition"},
+      {"ACCL_OFFLOAD_CALLS", "", "PMPI: comma list of calls to offload (default all); ^ negates, e.g. ^send,recv"},
+      {"ACCL_FALLBACK", "silent", "PMPI: silent, warn (one line per fallback), error (abort when a call would fall back)"},
+      {"ACCL_TRACE", "0", "PMPI: 1 = one line per call: offloaded or fallback and why"},
+      {"ACCL_STATS", "0", "PMPI: 1 = table at MPI_Finalize: calls, bytes, offloaded vs fallback by reason, time"},
+      {"ACCL_MIN_BYTES", "0", "PMPI: calls moving fewer bytes run natively (per call: ACCL_<CALL>_MIN_BYTES)"},
+      {"ACCL_MAX_BYTES", "0", "PMPI: calls moving more bytes run natively; 0 = no limit (per call: ACCL_<CALL>_MAX_BYTES)"},
+  };
+  return table;
+}
+
+namespace {
+const Setting& find(const char* name) {
+  for (const auto& s : settings())
+    if (std::string_view(s.name) == name) return s;
+  // Per-call PMPI thresholds are a family: ACCL_<CALL>_MIN_BYTES / _MAX_BYTES.
+  static thread_local Setting family{nullptr, "0", "per-call threshold"};
+  std::string_view n(name);
+  if (n.starts_with("ACCL_") && (n.ends_with("_MIN_BYTES") || n.ends_with("_MAX_BYTES"))) {
+    family.name = name;
+    return family;
+  }
+  throw std::invalid_argument(std::string("unknown ACCL setting ") + name);
+}
+}  // namespace
+
+std::optional<std::string> get(const char* name) {
+  (void)find(name);
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+std::string get_string(const char* name) {
+  auto v = get(name);
+  return v ? *v : std::string(find(name).default_value);
+}
+
+int64_t get_int(const char* name) {
+  std::string v = get_string(name);
+  if (v.empty()) return 0;
+  size_t used = 0;
+  int64_t out = 0;
+  try {
+    out = std::stoll(v, &used, 0);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size()) throw std::invalid_argument(std::string(name) + "=" + v + " is not an integer");
+  return out;
+}
+
+bool get_bool(const char* name) {
+  std::string v = get_string(name);
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (v == "1" || v == "on" || v == "yes" || v == "true") return true;
+  if (v == "0" || v == "off" || v == "no" || v == "false" || v.empty()) return false;
+  throw std::invalid_argument(std::string(name) + "=" + v + " is not a boolean (use 1/0, on/off)");
+}
+
+std::chrono::milliseconds get_ms(const char* name) { return std::chrono::milliseconds(get_int(name)); }
+
+}  // namespace accl::config

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The bundled CCLO emulator, embedded in the calling process. Each emulated
+// CCLO runs the firmware (firmware/) on a thread of its own over an emulated
+// data plane, and reaches its peers through a transport chosen per peer:
+// in-process (peers in the same process), shared memory (same host), TCP or
+// UDP (any host).
+#pragma once
+
+#include <accl/accl.hpp>
+#include <accl/device.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace accl::emu {
+
+enum class TransportKind {
+  automatic,  // in-process if the peer lives here, else shared memory on this host, else TCP
+  inproc,
+  shm,
+  tcp,
+  udp,
+};
+TransportKind parse_transport(const std::string& name);  // "auto", "inproc", "shm", "tcp", "udp"
+std::string to_string(TransportKind kind);
+
+struct EmuOptions {
+  // Where this CCLO is reachable. port 0 picks a free port (see endpoint()).
+  std::string bind_address = "127.0.0.1";
+  uint16_t port = 0;
+  // Default: ACCL_EMU_TRANSPORT, else automatic.
+  TransportKind transport = TransportKind::automatic;
+  // Per-job secret peers must present when connecting (ACCL_JOB_SECRET);
+  // empty = no check.
+  std::string job_secret;
+  // Device memory per bank (virtual reservation; pages are committed on use).
+  size_t bank_bytes = size_t{16} << 30;
+  unsigned banks = 2;
+};
+
+// Options with every field taken from the ACCL_EMU_* environment.
+EmuOptions options_from_environment();
+
+// Creates one emulated CCLO and starts listening on its endpoint.
+std::unique_ptr<Device> create_device(const EmuOptions& options);
+
+// The endpoint a device created by create_device() listens on.
+struct Endpoint {
+  std::string ip;
+  uint16_t port = 0;
+};
+Endpoint endpoint(const Device& device);
+
+// Seed 000 in one call: `world_size` emulated CCLOs in this process, each
+// with its ACCL driver initialized on a global communicator of all of them.
+std::vector<std::unique_ptr<ACCL>> create_local_world(unsigned world_size, const InitOptions& init = {},
+                                                      EmuOptions options = options_from_environment());
+
+}  // namespace accl::emu

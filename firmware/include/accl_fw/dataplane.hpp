@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The data plane as the CCLO control program sees it. In hardware these are
+// the DMA mover, arithmetic/compression lanes, (de)packetizers and RX buffer
+// engines; in this project the emulator (emu/) implements them.
+//
+// Freestanding: no heap, no exceptions, no standard library. Everything the
+// firmware needs from the outside world goes through this interface.
+#pragma once
+
+#include <accl/abi.hpp>
+#include <stdint.h>
+
+namespace accl::fw {
+
+// One call popped from the call controller: the 15 ABI words plus the
+// controller's id used to report completion.
+struct Call {
+  uint32_t words[abi::kCallWords];
+  uint64_t id;
+};
+
+enum class OperandKind : uint8_t {
+  none = 0,
+  memory = 1,  // device or host memory (see `host`)
+  stream = 2,  // user-kernel stream (op0: pull from kernel; res: push to kernel)
+  network = 3, // res only: send as one message to a peer
+};
+
+struct Operand {
+  OperandKind kind = OperandKind::none;
+  bool host = false;        // address is host memory (host flag)
+  bool compressed = false;  // data in this operand is in the compressed type
+  uint64_t addr = 0;
+};
+
+// One data-plane instruction: res = op0 [func op1], converting between the
+// uncompressed and compressed types of the arithmetic configuration as the
+// `compressed` flags say. Without op1, op0 is moved (and maybe
+// (de)compressed) to res. `count` is in elements.
+//
+// When res.kind == network the result becomes the payload of one message to
+// rank `dst_rank` of the communicator at exchange-memory offset `comm`; the
+// firmware prepares the complete header (header.count must equal the payload
+// bytes). When res.kind == stream the result goes to the kernel stream with
+// id `stream_id`.
+struct Move {
+  uint32_t count = 0;
+  uint32_t arcfg = 0;       // exchange-memory offset of the arith config
+  uint32_t func = 0;        // ReduceFunction index into arith_tdest (with op1)
+  Operand op0, op1, res;
+  uint32_t comm = 0;        // network: communicator record offset
+  uint32_t dst_rank = 0;    // network: destination rank in that communicator
+  uint32_t stream_id = 0;   // stream result: kernel stream id (TDEST)
+  abi::WireHeader header{}; // network: header to send
+};
+
+// What arrived from the network, in arrival order per link.
+enum class ArrivalKind : uint8_t {
+  message = 0,       // eager segment or rendezvous request/address (see header.msg_type)
+  rendezvous_done = 1, // the payload of rendezvous transfer header.rid was written into our window
+  link_error = 2,    // the link to (peer_ip, peer_port) failed; status says how
+};
+
+struct Arrival {
+  ArrivalKind kind = ArrivalKind::message;
+  abi::WireHeader header{};
+  uint32_t status = 0;        // error bits detected by the data plane
+  // Eager payload location (header.count bytes), in an RX buffer or in the
+  // data plane's overflow store.
+  uint64_t payload_addr = 0;
+  bool payload_host = false;
+  uint32_t rx_index = 0xFFFFFFFFu;  // RX buffer index, or 0xFFFFFFFF
+  uint64_t token = 0;               // pass back to release_payload()
+  // The link the arrival came over.
+  uint32_t peer_ip = 0;
+  uint32_t peer_port = 0;
+};
+
+// A rendezvous window: peer (peer_ip, peer_port) may write `bytes` bytes at
+// (addr, host) with a kMsgRendezvousData message carrying `rid` and `ctx`.
+struct Window {
+  uint32_t peer_ip = 0;
+  uint32_t peer_port = 0;
+  uint32_t ctx = 0;
+  uint32_t rid = 0;
+  uint64_t addr = 0;
+  bool host = false;
+  uint64_t bytes = 0;
+  bool compressed = false;  // incoming payload is fp16 and must land as fp16
+};
+
+enum LogLevel : int { kLogError = 0, kLogWarn = 1, kLogInfo = 2, kLogDebug = 3, kLogTrace = 4 };
+
+class DataPlane {
+ public:
+  // --- exchange memory (byte offsets) ---
+  virtual uint32_t xmem_read(uint32_t offset) = 0;
+  virtual void xmem_write(uint32_t offset, uint32_t value) = 0;
+
+  // --- call controller ---
+  // Next call whose dependencies are satisfied; false when none is waiting.
+  virtual bool pop_call(Call& out) = 0;
+  // Reports completion of call `id` with RETCODE `retcode` and the elapsed
+  // time; the controller also mirrors them into RETCODE / PERFCNT.
+  virtual void finish_call(uint64_t id, uint32_t retcode, uint64_t duration_ns) = 0;
+
+  // --- data movement ---
+  // Executes one move to completion (for network results: until the
+  // transport accepted the message). Returns error bits, 0 on success.
+  virtual uint32_t move(const Move& m) = 0;
+
+  // --- network receive side ---
+  virtual bool pop_arrival(Arrival& out) = 0;
+  // Frees the RX buffer / overflow storage of an eager arrival.
+  virtual void release_payload(const Arrival& a) = 0;
+  // Allows a peer to write into our memory for one rendezvous transfer.
+  // Returns error bits (e.g. kInvalidArgument for a bad address).
+  virtual uint32_t open_window(const Window& w) = 0;
+  virtual void close_window(const Window& w) = 0;
+
+  // --- datapath control ---
+  // Soft reset: drop queued arrivals and windows, empty kernel streams,
+  // forget links. Called by the firmware on HOUSEKEEP reset.
+  virtual void reset_datapath() = 0;
+  // Fills HWID and the capability word (values are datapath properties).
+  virtual uint32_t hw_id() = 0;
+  virtual uint32_t capabilities() = 0;
+
+  // --- time and scheduling ---
+  virtual uint64_t now_ns() = 0;
+  // Blocks until a call or an arrival may be available, or until
+  // `deadline_ns` (absolute, now_ns() clock) passes. Spurious returns are fine.
+  virtual void idle(uint64_t deadline_ns) = 0;
+  // True once the emulator shuts this CCLO down; the firmware loop returns.
+  virtual bool stop_requested() = 0;
+
+  // --- diagnostics (the message is a NUL-terminated string) ---
+  virtual bool log_enabled(int level) = 0;
+  virtual void log(int level, const char* message) = 0;
+
+ protected:
+  ~DataPlane() = default;
+};
+
+}  // namespace accl::fw
