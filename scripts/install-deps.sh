@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages the project needs, and only those missing.
+# Idempotent: a second run installs nothing.
+set -euo pipefail
+
+packages=(
+  build-essential g++ gfortran pkg-config meson ninja-build
+  libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
+  libopenmpi-dev openmpi-bin
+  libhwloc-dev libxrt-dev
+  python3 python3-dev pybind11-dev python3-numpy python3-pytest
+  clang libclang-rt-14-dev iproute2 valgrind
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
