@@ -27,9 +27,11 @@ const std::vector<Setting>& settings() {
       {"ACCL_JOB_SECRET", "", "per-job secret emulated CCLOs require from peers (the PMPI layer generates one)"},
       // hardware
       {"ACCL_XCLBIN", "", "xclbin to load for ACCL_DEVICE=xrt"},
-      {"ACCL_DEVICE_INDEX", "", "Alveo card index (default: nearest card to this rank)"},
+      {"ACCL_DEVICE_INDEX", "", "Alveo card for ACCL_DEVICE=xrt: XRT index or PCI address (0000:3b:00.1); default: the card nearest to this rank"},
       {"ACCL_CCLO_KERNEL", "ccl_offload:{ccl_offload_0}", "name of the CCLO IP in the xclbin"},
       {"ACCL_HOSTCTRL_KERNEL", "hostctrl:{hostctrl_0_0}", "name of the host-controller kernel in the xclbin"},
+      {"ACCL_XRT_MEMORY_GROUPS", "", "XRT memory group of each device bank, comma list (default: the banks the CCLO's memory ports reach)"},
+      {"ACCL_CCLO_CLOCK_MHZ", "250", "CCLO clock of the card in MHz: converts its perf counter (cycles) to call durations"},
       // PMPI layer
       {"ACCL_OFFLOAD", "on", "PMPI: on = offload eligible calls to ACCL, off = pure interposition"},
       {"ACCL_OFFLOAD_CALLS", "", "PMPI: comma list of calls to offload (default all); ^ negates, e.g. ^send,recv"},
@@ -38,6 +40,8 @@ const std::vector<Setting>& settings() {
       {"ACCL_STATS", "0", "PMPI: 1 = table at MPI_Finalize: calls, bytes, offloaded vs fallback by reason, time"},
       {"ACCL_MIN_BYTES", "0", "PMPI: calls moving fewer bytes run natively (per call: ACCL_<CALL>_MIN_BYTES)"},
       {"ACCL_MAX_BYTES", "0", "PMPI: calls moving more bytes run natively; 0 = no limit (per call: ACCL_<CALL>_MAX_BYTES)"},
+      {"ACCL_P2P_STAGING_BYTES", "67108864", "PMPI: bytes of large blocking-send payloads copied aside so MPI_Send returns before the receiver matches; beyond it MPI_Send waits"},
+      {"ACCL_BUFFER_CACHE", "64", "PMPI: ACCL wrappers of user buffers kept for reuse (no per-call allocation); 0 = wrap every call"},
   };
   return table;
 }

@@ -92,6 +92,8 @@ class ACCL {
   // Resets the CCLO and frees RX/spare buffers and communicators. Buffers the
   // user created stay valid. The object can be initialize()d again.
   void deinit();
+  // Resets the CCLO (config call). The device then needs configuring again:
+  // use deinit() + initialize(); calls in between fail with NOT_CONFIGURED.
   void soft_reset();
   bool initialized() const;
   // Device timeout for every call (also bounds the driver's waits).
@@ -106,9 +108,11 @@ class ACCL {
   // communicators in the same order.
   communicatorId create_communicator(const std::vector<rank_t>& ranks, int local_rank,
                                      std::optional<uint32_t> context_id = std::nullopt);
-  // New communicator from a sorted subset of the global one (seed 003).
+  // New communicator of the listed global ranks (seed 003); new rank i is
+  // global_indices[i] (any order, no duplicates). This rank must be a member.
   communicatorId split_communicator(const std::vector<int>& global_indices,
                                     std::optional<uint32_t> context_id = std::nullopt);
+  // Releases the communicator's exchange memory for reuse; its id is not reused.
   void free_communicator(communicatorId comm);
   std::vector<rank_t> get_comm_group(communicatorId comm = GLOBAL_COMM);
   unsigned int get_comm_rank(communicatorId comm = GLOBAL_COMM) const;
@@ -148,6 +152,15 @@ class ACCL {
   std::unique_ptr<Buffer<T>> create_buffer_host(T* host_ptr, size_t length, dataType type = dtype_of<T>()) {
     return std::make_unique<Buffer<T>>(*this, length, type, BufferPlacement::host_only, host_ptr, 0);
   }
+
+  // --- calls ---
+  // Every call validates its arguments before touching the device and throws
+  // ArgumentError("call 'x' on rank r: cause"). count == 0 is valid and
+  // completes at once without a device call (with a non-empty waitfor it runs
+  // as a nop so chains through it stay ordered). Synchronous calls (run_async
+  // false) wait and throw DeviceError/TimeoutError; asynchronous ones return a
+  // queued request whose wait()/test() syncs results and reports errors, also
+  // those of the calls it waited for.
 
   // --- primitives ---
   RequestPtr nop(bool run_async = false, const std::vector<RequestPtr>& waitfor = {});
@@ -222,9 +235,12 @@ class ACCL {
   bool wait(const RequestPtr& request, std::chrono::milliseconds timeout);
   bool test(const RequestPtr& request);
 
+  // Opaque driver state (core/src/internal.hpp); public only so the driver's
+  // own helper functions can name it.
+  struct Impl;
+
  private:
   friend class BaseBuffer;
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -14,6 +14,10 @@
 namespace accl {
 
 class ACCL;
+namespace detail {
+struct BufferStorage;  // memory shared by a buffer and its slices
+struct BufferAccess;   // the driver's view of a buffer's internals
+}  // namespace detail
 
 // IEEE 754 binary16 storage type for float16 buffers.
 struct float16_t {
@@ -64,9 +68,8 @@ class BaseBuffer {
   BaseBuffer(const BaseBuffer& parent, size_t start, size_t end);
 
  private:
-  struct Storage;  // shared between a buffer and its slices
   ACCL* owner_;
-  std::shared_ptr<Storage> storage_;
+  std::shared_ptr<detail::BufferStorage> storage_;
   void* host_ = nullptr;
   uint64_t address_ = 0;
   size_t bytes_ = 0;
@@ -76,6 +79,7 @@ class BaseBuffer {
 
   template <typename T> friend class Buffer;
   friend class SliceBuffer;
+  friend struct detail::BufferAccess;
 };
 
 template <typename T>

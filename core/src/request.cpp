@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Requests: one started call. The device call id stays allocated until the
+// Request is destroyed, so a request can always be named in a later call's
+// waitfor, and its result read, for as long as anybody holds it.
+#include <accl/error.hpp>
+#include <accl/log.hpp>
+
+#include "internal.hpp"
+
+#include <algorithm>
+
+namespace accl::detail {
+
+void DeviceContext::release_when_complete(CallId id) {
+  std::lock_guard lock(orphan_mutex_);
+  orphans_.push_back(id);
+}
+
+void DeviceContext::release_completed_orphans() {
+  std::lock_guard lock(orphan_mutex_);
+  if (orphans_.empty()) return;
+  auto still_running = std::remove_if(orphans_.begin(), orphans_.end(), [this](CallId id) {
+    if (!device->test(id)) return false;
+    device->release(id);
+    return true;
+  });
+  orphans_.erase(still_running, orphans_.end());
+}
+
+std::chrono::nanoseconds driver_wait_bound(std::chrono::microseconds device_timeout) {
+  return device_timeout + device_timeout / 4 + std::chrono::milliseconds(100);
+}
+
+CallRequest::CallRequest(Params params) : params_(std::move(params)) {
+  if (params_.id == 0) state_.store(State::completed, std::memory_order_release);
+}
+
+CallRequest::~CallRequest() {
+  if (params_.id == 0) return;
+  try {
+    Device& device = *params_.context->device;
+    if (state_.load(std::memory_order_acquire) != State::queued || device.test(params_.id))
+      device.release(params_.id);
+    else
+      params_.context->release_when_complete(params_.id);
+  } catch (const std::exception& e) {
+    ACCL_LOG_WARN("releasing call '{}' failed: {}", *params_.name, e.what());
+  }
+}
+
+void CallRequest::finish() {
+  std::lock_guard lock(finish_mutex_);
+  if (state_.load(std::memory_order_relaxed) != State::queued) return;
+  const CallResult result = params_.context->device->result(params_.id);
+  const bool ok = result.retcode == 0;
+  if (ok) {
+    // The device ran this call only after its waitfor calls completed; collect
+    // them so their results reach the host and a failure among them is not lost
+    // when the user only waits for the end of a chain.
+    for (const auto& dep : params_.dependencies) {
+      if (dep->state() == State::queued && dep->params_.context->device->test(dep->params_.id)) dep->finish();
+      if (dep->state() == State::failed) {
+        failed_dependency_ = dep;
+        break;
+      }
+    }
+    for (const SyncRange& out : params_.outputs) out.from_device();
+  }
+  params_.dependencies.clear();
+  retcode_.store(result.retcode, std::memory_order_relaxed);
+  duration_ns_.store(result.duration_ns, std::memory_order_relaxed);
+  // Publishes retcode, duration, synced outputs and failed_dependency_.
+  state_.store(ok ? State::completed : State::failed, std::memory_order_release);
+}
+
+void CallRequest::throw_if_failed() const {
+  const State s = state_.load(std::memory_order_acquire);
+  if (s == State::failed) throw DeviceError(*params_.name, params_.rank, retcode_.load(std::memory_order_acquire));
+  if (failed_dependency_) failed_dependency_->throw_if_failed();
+}
+
+void CallRequest::wait() {
+  if (state() == State::queued) {
+    log::ScopedRank scoped(params_.rank);
+    const auto bound = driver_wait_bound(params_.timeout);
+    if (!params_.context->device->wait(params_.id, bound)) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(params_.timeout).count();
+      throw TimeoutError(*params_.name, params_.rank,
+                         "call '" + *params_.name + "' on rank " + std::to_string(params_.rank) +
+                             " did not complete within " + std::to_string(ms) + " ms");
+    }
+    finish();
+  }
+  throw_if_failed();
+}
+
+bool CallRequest::wait(std::chrono::milliseconds timeout) {
+  if (state() == State::queued) {
+    if (!params_.context->device->wait(params_.id, timeout)) return false;
+    finish();
+  }
+  throw_if_failed();
+  return true;
+}
+
+bool CallRequest::test() {
+  if (state() == State::queued) {
+    if (!params_.context->device->test(params_.id)) return false;
+    finish();
+  }
+  throw_if_failed();
+  return true;
+}
+
+}  // namespace accl::detail
