@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Collective algorithms are written as *round plans*: plan(args, round, out)
+// describes the peer operations of round `round` (sends, receives, local
+// moves) and returns false when the algorithm has no round `round`. The
+// engine (engine.cpp) runs the ops of a round concurrently, waits until all
+// are done, and asks for the next round. Each plan computes its round from
+// the round index alone (O(1) or O(log P)), so resuming never replays steps.
+//
+// Rules for plans:
+//  * ops of one round run concurrently: a local move must not depend on a
+//    receive of the same round, and two receives from one peer in one round
+//    are matched in the order they are added;
+//  * every rank must derive the same message sizes (both sides compute them
+//    from count, P and the tuning registers);
+//  * receives name a specific peer: with FIFO matching per source that keeps
+//    consecutive collectives on one communicator apart.
+#pragma once
+
+#include "../firmware.hpp"
+
+namespace accl::fw::impl {
+
+class Round {
+ public:
+  Round(CallSlot& call, uint32_t tag) : call_(call), tag_(tag) {}
+
+  bool full() const { return call_.nops >= kMaxOps; }
+  uint32_t size() const { return call_.nops; }
+
+  void send(uint32_t peer, const Buf& from, uint32_t count);
+  // Sends a (+) b (the call's reduce function), computed on the fly.
+  void send_reduced(uint32_t peer, const Buf& a, const Buf& b, uint32_t count);
+  void recv(uint32_t peer, const Buf& into, uint32_t count);
+  // into = x (+) incoming. x and into may be the same buffer.
+  void recv_reduce(uint32_t peer, const Buf& x, const Buf& into, uint32_t count);
+  void copy(const Buf& from, const Buf& to, uint32_t count);
+  void combine(const Buf& a, const Buf& b, const Buf& to, uint32_t count);
+
+ private:
+  bool reserve();
+  PeerOp& add(OpKind kind, uint32_t count);
+  CallSlot& call_;
+  uint32_t tag_;
+};
+
+enum Algorithm : uint32_t {
+  kAlgoNone = 0,
+  kAlgoBcastFlat,
+  kAlgoBcastBinomial,
+  kAlgoScatterFlat,
+  kAlgoGatherFlat,
+  kAlgoAllgatherRing,
+  kAlgoReduceFlat,
+  kAlgoReduceChain,
+  kAlgoAllreduceRing,
+  kAlgoAllreduceReduceBcast,
+  kAlgoReduceScatterRing,
+  kAlgoAlltoallPairwise,
+  kAlgoAlltoallInPlace,
+  kAlgoBarrierDissemination,
+};
+
+// Inputs of algorithm selection; identical on every rank of a collective.
+struct SelectionInput {
+  uint32_t scenario;
+  uint32_t max_eager_bytes;
+  bool in_place;  // source and result overlap (MPI_IN_PLACE)
+};
+
+uint32_t select_algorithm(const SelectionInput& in, const CollArgs& args);
+const char* algorithm_name(uint32_t algorithm);
+// True if the algorithm uses spare buffers 1 and 2 itself (then kernel-stream
+// operands, which are staged there, cannot be used with it).
+bool algorithm_uses_spares(uint32_t algorithm);
+
+bool plan_bcast_flat(const CollArgs& args, uint32_t round, Round& out);
+bool plan_bcast_binomial(const CollArgs& args, uint32_t round, Round& out);
+bool plan_scatter_flat(const CollArgs& args, uint32_t round, Round& out);
+bool plan_gather_flat(const CollArgs& args, uint32_t round, Round& out);
+bool plan_allgather_ring(const CollArgs& args, uint32_t round, Round& out);
+bool plan_reduce_flat(const CollArgs& args, uint32_t round, Round& out);
+// The root's part of the flat reduce (shared with allreduce reduce+bcast):
+// flat_reduce_at_root_rounds() rounds, the result ends in args.dst.
+bool plan_flat_reduce_at_root(const CollArgs& args, uint32_t round, Round& out);
+uint32_t flat_reduce_at_root_rounds(const CollArgs& args);
+bool plan_reduce_chain(const CollArgs& args, uint32_t round, Round& out);
+bool plan_allreduce_ring(const CollArgs& args, uint32_t round, Round& out);
+bool plan_allreduce_reduce_bcast(const CollArgs& args, uint32_t round, Round& out);
+bool plan_reduce_scatter_ring(const CollArgs& args, uint32_t round, Round& out);
+bool plan_alltoall_pairwise(const CollArgs& args, uint32_t round, Round& out);
+bool plan_alltoall_inplace(const CollArgs& args, uint32_t round, Round& out);
+bool plan_barrier_dissemination(const CollArgs& args, uint32_t round, Round& out);
+
+// ---------------------------------------------------------------------------
+// small helpers for plans
+// ---------------------------------------------------------------------------
+// (a - b) mod P for ranks / chunk indices in [0, P).
+constexpr uint32_t ring_sub(uint32_t a, uint32_t b, uint32_t P) { return (a + P - (b % P)) % P; }
+constexpr uint32_t ring_add(uint32_t a, uint32_t b, uint32_t P) { return (a + b) % P; }
+
+// Elements [begin, begin+len) of chunk `index` when `total` elements are split
+// into P chunks of ceil(total / P) (the last ones may be short or empty).
+struct Chunk {
+  uint32_t begin;
+  uint32_t len;
+};
+constexpr Chunk split_chunk(uint32_t total, uint32_t P, uint32_t index) {
+  const uint32_t bulk = static_cast<uint32_t>(ceil_div(total, P));
+  const uint64_t begin = uint64_t{bulk} * index;
+  if (begin >= total) return Chunk{total, 0};
+  return Chunk{static_cast<uint32_t>(begin), min_of<uint32_t>(bulk, total - static_cast<uint32_t>(begin))};
+}
+
+// Same memory range start (used to skip copies onto themselves).
+inline bool same_memory(const Buf& x, const Buf& y) {
+  return !x.stream && !y.stream && !x.none && !y.none && x.addr == y.addr && x.host == y.host &&
+         x.compressed == y.compressed;
+}
+
+// Spare buffers hold this many uncompressed elements (0: no scratch).
+inline uint32_t spare_elems(const CollArgs& args) {
+  return args.spare[0].elem_bytes == 0 ? 0 : args.spare_bytes / args.spare[0].elem_bytes;
+}
+
+}  // namespace accl::fw::impl

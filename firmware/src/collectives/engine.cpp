@@ -1,0 +1,308 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The collective round engine: sets up a collective's arguments (including
+// kernel-stream staging), selects the algorithm once, then runs its rounds.
+// Position is kept in the CallSlot (phase, round, op states), so a collective
+// that waits for a peer yields and resumes exactly where it stopped.
+#include "collective.hpp"
+
+namespace accl::fw::impl {
+
+// ---------------------------------------------------------------------------
+// Round builder
+// ---------------------------------------------------------------------------
+bool Round::reserve() {
+  if (!full()) return true;
+  // A plan asked for more concurrent ops than a call has: a firmware bug,
+  // reported instead of silently dropping a transfer (which would hang a peer).
+  call_.status |= abi::kCollectiveNotImplemented;
+  return false;
+}
+
+PeerOp& Round::add(OpKind kind, uint32_t count) {
+  PeerOp& op = call_.ops[call_.nops++];
+  zero_bytes(&op, sizeof(op));
+  op.kind = kind;
+  op.count = count;
+  op.tag = tag_;
+  op.ctx = make_ctx(call_.d.context_id, true);
+  op.wire_compressed = call_.args.wire_compressed;
+  return op;
+}
+
+void Round::send(uint32_t peer, const Buf& from, uint32_t count) {
+  if (!reserve()) return;
+  PeerOp& op = add(OpKind::send, count);
+  op.peer = peer;
+  op.a = from;
+}
+
+void Round::send_reduced(uint32_t peer, const Buf& a, const Buf& b, uint32_t count) {
+  if (!reserve()) return;
+  PeerOp& op = add(OpKind::send, count);
+  op.peer = peer;
+  op.a = a;
+  op.b = b;
+  op.fused = true;
+}
+
+void Round::recv(uint32_t peer, const Buf& into, uint32_t count) {
+  if (!reserve()) return;
+  PeerOp& op = add(OpKind::recv, count);
+  op.peer = peer;
+  op.tag = abi::kTagAny;  // collective messages are matched by source order
+  op.dst = into;
+}
+
+void Round::recv_reduce(uint32_t peer, const Buf& x, const Buf& into, uint32_t count) {
+  if (!reserve()) return;
+  PeerOp& op = add(OpKind::recv, count);
+  op.peer = peer;
+  op.tag = abi::kTagAny;
+  op.a = x;
+  op.dst = into;
+  op.fused = true;
+}
+
+void Round::copy(const Buf& from, const Buf& to, uint32_t count) {
+  if (!reserve()) return;
+  PeerOp& op = add(OpKind::local, count);
+  op.a = from;
+  op.dst = to;
+}
+
+void Round::combine(const Buf& a, const Buf& b, const Buf& to, uint32_t count) {
+  if (!reserve()) return;
+  PeerOp& op = add(OpKind::local, count);
+  op.a = a;
+  op.b = b;
+  op.dst = to;
+  op.fused = true;
+}
+
+namespace {
+
+constexpr uint32_t kMaxRoundsPerStep = 64;  // fairness: let other calls run between bursts
+
+// Calls the plan of `algorithm` (direct calls: no function-pointer tables,
+// which would need the GOT in position-independent builds).
+bool run_plan(uint32_t algorithm, const CollArgs& args, uint32_t round, Round& out) {
+  switch (algorithm) {
+    case kAlgoBcastFlat: return plan_bcast_flat(args, round, out);
+    case kAlgoBcastBinomial: return plan_bcast_binomial(args, round, out);
+    case kAlgoScatterFlat: return plan_scatter_flat(args, round, out);
+    case kAlgoGatherFlat: return plan_gather_flat(args, round, out);
+    case kAlgoAllgatherRing: return plan_allgather_ring(args, round, out);
+    case kAlgoReduceFlat: return plan_reduce_flat(args, round, out);
+    case kAlgoReduceChain: return plan_reduce_chain(args, round, out);
+    case kAlgoAllreduceRing: return plan_allreduce_ring(args, round, out);
+    case kAlgoAllreduceReduceBcast: return plan_allreduce_reduce_bcast(args, round, out);
+    case kAlgoReduceScatterRing: return plan_reduce_scatter_ring(args, round, out);
+    case kAlgoAlltoallPairwise: return plan_alltoall_pairwise(args, round, out);
+    case kAlgoAlltoallInPlace: return plan_alltoall_inplace(args, round, out);
+    case kAlgoBarrierDissemination: return plan_barrier_dissemination(args, round, out);
+    default: return false;
+  }
+}
+
+// Elements of the source / result buffer of each collective (count is per
+// rank for scatter, gather, allgather, reduce_scatter and alltoall).
+uint32_t source_elems(uint32_t scenario, uint32_t count, uint32_t P) {
+  switch (scenario) {
+    case abi::kScatter:
+    case abi::kReduceScatter:
+    case abi::kAlltoall:
+      return count * P;
+    case abi::kBarrier:
+      return 0;
+    default:
+      return count;
+  }
+}
+
+uint32_t result_elems(uint32_t scenario, uint32_t count, uint32_t P) {
+  switch (scenario) {
+    case abi::kGather:
+    case abi::kAllgather:
+    case abi::kAlltoall:
+      return count * P;
+    case abi::kBarrier:
+      return 0;
+    default:
+      return count;
+  }
+}
+
+uint32_t tuning(Fw& fw, uint32_t offset, uint32_t fallback) {
+  const uint32_t v = xread(fw, offset);
+  return v == 0 ? fallback : v;
+}
+
+void fill_args(Fw& fw, CallSlot& call) {
+  CollArgs& a = call.args;
+  const Decoded& d = call.d;
+  a.P = d.comm_size;
+  a.rank = d.local_rank;
+  a.root = d.root_src_dst;
+  a.count = d.count;
+  a.func = d.function;
+  a.wire_compressed = (d.compression & abi::kEthCompressed) != 0;
+  a.src = call_op0(call);
+  a.dst = call_res(call);
+  a.spare_bytes = fw.st.max_rendezvous_bytes;
+  const uint32_t spare_offsets[3] = {abi::kSpare1Offset, abi::kSpare2Offset, abi::kSpare3Offset};
+  for (uint32_t i = 0; i < 3; ++i) {
+    a.spare[i] = mem_buf(spare_address(fw, spare_offsets[i]), false, false, d.uncompressed_bytes);
+  }
+  a.gather_flat_max_fanin = tuning(fw, abi::kGatherFlatTreeMaxFanin, 2);
+  a.gather_flat_max_bytes = tuning(fw, abi::kGatherFlatTreeMaxCount, 32768);
+  a.bcast_flat_max_ranks = tuning(fw, abi::kBcastFlatTreeMaxRanks, 3);
+  a.reduce_flat_max_ranks = tuning(fw, abi::kReduceFlatTreeMaxRanks, 4);
+  a.reduce_flat_max_bytes = tuning(fw, abi::kReduceFlatTreeMaxCount, min_of<uint32_t>(a.spare_bytes / 4, 32768));
+}
+
+// A spare buffer viewed with the representation of `like`.
+Buf spare_like(const CollArgs& a, uint32_t index, const Buf& like) {
+  Buf b = a.spare[index];
+  b.compressed = like.compressed;
+  b.elem_bytes = like.elem_bytes;
+  return b;
+}
+
+// Whether this rank reads its source / produces a result in this collective
+// (a root does not receive a broadcast; only the root gets a reduce/gather).
+bool rank_reads_source(uint32_t scenario, const CollArgs& a) {
+  if (scenario == abi::kBcast || scenario == abi::kScatter) return a.rank == a.root;
+  return scenario != abi::kBarrier;
+}
+bool rank_writes_result(uint32_t scenario, const CollArgs& a) {
+  if (scenario == abi::kBcast) return a.rank != a.root;
+  if (scenario == abi::kGather || scenario == abi::kReduce) return a.rank == a.root;
+  return scenario != abi::kBarrier;
+}
+
+bool needs_stream_staging(const CallSlot& call) {
+  const CollArgs& a = call.args;
+  return (a.src.stream && rank_reads_source(call.d.scenario, a)) ||
+         (a.dst.stream && rank_writes_result(call.d.scenario, a));
+}
+
+// Kernel-stream operands are staged through spare buffers: an algorithm may
+// read its source several times and write its result in pieces, which a
+// stream cannot do. Only the operands this rank really uses are touched, so
+// a non-root never pulls from or pushes to its stream. Returns error bits.
+uint32_t stage_streams(Fw& fw, CallSlot& call) {
+  CollArgs& a = call.args;
+  const uint32_t src_elems = source_elems(call.d.scenario, a.count, a.P);
+  const uint32_t dst_elems = result_elems(call.d.scenario, a.count, a.P);
+  if (a.src.stream && rank_reads_source(call.d.scenario, a)) {
+    const Buf staged = spare_like(a, 0, a.src);
+    if (uint64_t{src_elems} * staged.elem_bytes > a.spare_bytes) return abi::kDmaSizeError;
+    const uint32_t status = local_move(fw, call, src_elems, a.src, nullptr, staged);
+    if (status != 0) return status;
+    a.src = staged;
+  }
+  if (a.dst.stream && rank_writes_result(call.d.scenario, a)) {
+    const Buf staged = spare_like(a, 1, a.dst);
+    if (uint64_t{dst_elems} * staged.elem_bytes > a.spare_bytes) return abi::kDmaSizeError;
+    call.stage_out_from = staged;
+    call.stage_out_to = a.dst;
+    call.stage_out_count = dst_elems;
+    a.dst = staged;
+  }
+  return 0;
+}
+
+// Single-rank communicators: the result is a copy of the source.
+StepResult run_single_rank(Fw& fw, CallSlot& call) {
+  const uint32_t scenario = call.d.scenario;
+  if (scenario == abi::kBarrier || scenario == abi::kBcast) return StepResult::finished;
+  call.status |= local_move(fw, call, call.d.count, call.args.src, nullptr, call.args.dst);
+  return StepResult::finished;
+}
+
+void log_selection(Fw& fw, const CallSlot& call) {
+  if (!fw.dp.log_enabled(kLogDebug)) return;
+  LogLine line;
+  line.str("call ").dec(call.id).str(" scenario ").dec(call.d.scenario).str(" P ").dec(call.args.P).str(" count ")
+      .dec(call.args.count).str(": ").str(algorithm_name(call.algorithm));
+  log_line(fw, kLogDebug, line);
+}
+
+StepResult start_collective(Fw& fw, CallSlot& call) {
+  fill_args(fw, call);
+  if (call.args.P == 1) return run_single_rank(fw, call);
+  const uint32_t src_elems = source_elems(call.d.scenario, call.args.count, call.args.P);
+  SelectionInput in{};
+  in.scenario = call.d.scenario;
+  in.max_eager_bytes = fw.st.max_eager_bytes;
+  in.in_place = buf_overlap(call.args.src, call.args.dst, src_elems) ||
+                buf_overlap(call.args.dst, call.args.src, result_elems(call.d.scenario, call.args.count, call.args.P));
+  call.algorithm = select_algorithm(in, call.args);
+  if (call.algorithm == kAlgoNone) {
+    call.status |= abi::kCollectiveNotImplemented;
+    return StepResult::finished;
+  }
+  const bool staging = needs_stream_staging(call);
+  const bool spare_algorithm = algorithm_uses_spares(call.algorithm) && spare_elems(call.args) > 0;
+  if (staging && spare_algorithm) {
+    call.status |= abi::kCollectiveNotImplemented;  // both would need spares 1 and 2
+    return StepResult::finished;
+  }
+  if (staging || spare_algorithm) {
+    // Spares 1 and 2 serve one collective at a time (collectives on other
+    // communicators may run concurrently): wait until they are free.
+    const uint64_t token = call_token(call);
+    if (fw.st.spare12_owner != 0 && fw.st.spare12_owner != token) return StepResult::not_ready;
+    fw.st.spare12_owner = token;
+  }
+  log_selection(fw, call);
+  call.status |= stage_streams(fw, call);
+  if (call.status != 0) return StepResult::finished;
+  call.phase = CallPhase::running;
+  call.round = 0;
+  call.round_open = false;
+  return StepResult::not_ready;
+}
+
+}  // namespace
+
+StepResult step_collective(Fw& fw, CallSlot& call) {
+  if (call.phase == CallPhase::start) {
+    if (start_collective(fw, call) == StepResult::finished) return StepResult::finished;
+  }
+  for (uint32_t rounds = 0; call.phase == CallPhase::running && rounds < kMaxRoundsPerStep; ++rounds) {
+    if (!call.round_open) {
+      call.nops = 0;
+      Round round(call, call.round);
+      if (!run_plan(call.algorithm, call.args, call.round, round)) {
+        call.phase = CallPhase::staging_out;
+        break;
+      }
+      if (call.status != 0) return StepResult::finished;
+      call.round_open = true;
+    }
+    bool all_done = true;
+    for (uint32_t i = 0; i < call.nops; ++i) {
+      PeerOp& op = call.ops[i];
+      if (!progress_op(fw, call, op)) all_done = false;
+      if (op.error != 0) {
+        call.status |= op.error;
+        return StepResult::finished;
+      }
+    }
+    if (!all_done) return StepResult::not_ready;
+    call.round++;
+    call.round_open = false;
+  }
+  if (call.phase == CallPhase::staging_out) {
+    if (call.stage_out_to.stream) {
+      call.status |= local_move(fw, call, call.stage_out_count, call.stage_out_from, nullptr, call.stage_out_to);
+    }
+    call.phase = CallPhase::finished;
+    return StepResult::finished;
+  }
+  return StepResult::not_ready;
+}
+
+}  // namespace accl::fw::impl

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Flat-tree reduce: every non-root sends its source to the root. The root
+// first copies its source into the result, then reduces all contributions
+// into it *concurrently* (result = result (+) incoming, in whatever order
+// segments arrive; the reduce functions are commutative). Draining every
+// peer at once matters: with one peer at a time, eager segments of the other
+// peers could fill the arrival table and starve the peer being served.
+// Eager contributions are reduced straight out of the RX buffers; rendezvous
+// ones are staged through spare 3 (the result is also the operand).
+#include "collective.hpp"
+
+namespace accl::fw::impl {
+
+bool plan_reduce_flat(const CollArgs& args, uint32_t round, Round& out) {
+  if (args.rank != args.root) {
+    if (round > 0) return false;
+    out.send(args.root, args.src, args.count);
+    return true;
+  }
+  return plan_flat_reduce_at_root(args, round, out);
+}
+
+bool plan_flat_reduce_at_root(const CollArgs& args, uint32_t round, Round& out) {
+  const uint32_t n = args.count;
+  if (round == 0) {
+    if (!same_memory(args.src, args.dst)) out.copy(args.src, args.dst, n);
+    return true;
+  }
+  const uint32_t peers = args.P - 1;
+  const uint32_t first = (round - 1) * kMaxOps;
+  if (first >= peers) return false;
+  const uint32_t last = min_of(peers, first + kMaxOps);
+  for (uint32_t i = first; i < last; ++i) {
+    out.recv_reduce(ring_add(args.root, i + 1, args.P), args.dst, args.dst, n);
+  }
+  return true;
+}
+
+uint32_t flat_reduce_at_root_rounds(const CollArgs& args) {
+  return 1 + static_cast<uint32_t>(ceil_div(args.P - 1, kMaxOps));
+}
+
+}  // namespace accl::fw::impl

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Algorithm selection. Inputs are the same on every rank (count, P, element
+// size, tuning registers at 0x1FC4..0x1FD4, spare size, eager threshold), so
+// all ranks pick the same algorithm; per-rank properties such as kernel-stream
+// flags never influence the choice.
+#include "collective.hpp"
+
+namespace accl::fw::impl {
+
+uint32_t select_algorithm(const SelectionInput& in, const CollArgs& args) {
+  const uint64_t bytes = uint64_t{args.count} * args.spare[0].elem_bytes;  // uncompressed bytes per rank
+  switch (in.scenario) {
+    case abi::kBcast:
+      // Few ranks: the root serving everybody directly is fastest; otherwise a
+      // binomial tree needs only log2(P) steps.
+      return args.P <= args.bcast_flat_max_ranks ? kAlgoBcastFlat : kAlgoBcastBinomial;
+    case abi::kScatter:
+      return kAlgoScatterFlat;
+    case abi::kGather:
+      // Flat; fan-in is limited by the tuning registers inside the plan.
+      return kAlgoGatherFlat;
+    case abi::kAllgather:
+      return kAlgoAllgatherRing;
+    case abi::kReduce:
+      // Flat tree for small data, or few ranks and at most one spare buffer
+      // of data: one step, the root drains all peers at once. Larger data
+      // goes through a pipelined chain (every rank forwards one block at a
+      // time through spares 1 and 2), which spreads the reduction work instead
+      // of funnelling every byte through the root's spare 3. Without spare
+      // buffers (eager only) the chain cannot stage blocks: flat.
+      if (bytes <= args.reduce_flat_max_bytes || spare_elems(args) == 0 ||
+          (args.P <= args.reduce_flat_max_ranks && bytes <= args.spare_bytes)) {
+        return kAlgoReduceFlat;
+      }
+      return kAlgoReduceChain;
+    case abi::kAllreduce:
+      // Tiny vectors (fewer elements than ranks) or small eager-sized data with
+      // more than two ranks: reduce to rank 0 + flat broadcast (2 steps of
+      // latency instead of 2(P-1)). Otherwise the bandwidth-optimal ring.
+      if (args.count < args.P || (args.P > 2 && bytes <= in.max_eager_bytes)) return kAlgoAllreduceReduceBcast;
+      return kAlgoAllreduceRing;
+    case abi::kReduceScatter:
+      return kAlgoReduceScatterRing;
+    case abi::kAlltoall:
+      // Pairwise exchange writes each peer's slot directly, which in place
+      // would overwrite slots before they are sent: then exchange through the
+      // spare buffers (not available in eager-only mode).
+      if (!in.in_place) return kAlgoAlltoallPairwise;
+      return spare_elems(args) > 0 ? kAlgoAlltoallInPlace : kAlgoNone;
+    case abi::kBarrier:
+      return kAlgoBarrierDissemination;
+    default:
+      return kAlgoNone;
+  }
+}
+
+bool algorithm_uses_spares(uint32_t algorithm) {
+  return algorithm == kAlgoReduceChain || algorithm == kAlgoReduceScatterRing || algorithm == kAlgoAlltoallInPlace;
+}
+
+const char* algorithm_name(uint32_t algorithm) {
+  switch (algorithm) {
+    case kAlgoBcastFlat: return "bcast flat";
+    case kAlgoBcastBinomial: return "bcast binomial";
+    case kAlgoScatterFlat: return "scatter flat";
+    case kAlgoGatherFlat: return "gather flat";
+    case kAlgoAllgatherRing: return "allgather ring";
+    case kAlgoReduceFlat: return "reduce flat";
+    case kAlgoReduceChain: return "reduce chain";
+    case kAlgoAllreduceRing: return "allreduce ring";
+    case kAlgoAllreduceReduceBcast: return "allreduce reduce+bcast";
+    case kAlgoReduceScatterRing: return "reduce_scatter ring";
+    case kAlgoAlltoallPairwise: return "alltoall pairwise";
+    case kAlgoAlltoallInPlace: return "alltoall in place";
+    case kAlgoBarrierDissemination: return "barrier dissemination";
+    default: return "none";
+  }
+}
+
+}  // namespace accl::fw::impl

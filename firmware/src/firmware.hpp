@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Internal interfaces between the parts of the control program:
+//   control_program.cpp  main loop, config calls, call decode and validation
+//   arrivals.cpp         arrival table, sequence checks, matching, link errors
+//   peer_ops.cpp         resumable send / receive / local-move primitives
+//   p2p.cpp              copy, combine, send, recv
+//   collectives/         round engine, algorithm selection, one file per algorithm
+#pragma once
+
+#include <accl/abi.hpp>
+#include <accl_fw/dataplane.hpp>
+
+#include "state.hpp"
+#include "util.hpp"
+
+namespace accl::fw::impl {
+
+// Everything a part of the firmware needs: the data plane and the state.
+struct Fw {
+  DataPlane& dp;
+  ControlProgramState& st;
+};
+
+// Result of advancing a call once.
+enum class StepResult : uint8_t { not_ready, finished };
+
+// ---------------------------------------------------------------------------
+// exchange memory helpers
+// ---------------------------------------------------------------------------
+inline uint32_t xread(Fw& fw, uint32_t offset) { return fw.dp.xmem_read(offset); }
+inline uint32_t rank_field_offset(uint32_t comm, uint32_t rank, uint32_t field) {
+  return comm + 4 * (abi::kCommRanksWord + abi::kCommRankRecordWords * rank + field);
+}
+inline uint32_t rank_field(Fw& fw, uint32_t comm, uint32_t rank, uint32_t field) {
+  return fw.dp.xmem_read(rank_field_offset(comm, rank, field));
+}
+inline uint64_t spare_address(Fw& fw, uint32_t offset) {
+  return uint64_t{xread(fw, offset)} | (uint64_t{xread(fw, offset + 4)} << 32);
+}
+// Total bytes the RX buffers can hold (count x size).
+inline uint64_t rx_capacity_bytes(Fw& fw) {
+  return uint64_t{xread(fw, abi::kRxBufferCountOffset)} * xread(fw, abi::kRxBufferSizeOffset);
+}
+// Owner tokens for the spare buffers (see ControlProgramState).
+inline uint64_t call_token(const CallSlot& call) { return call.issue_order + 1; }
+inline uint64_t op_token(const CallSlot& call, const PeerOp& op) {
+  return (call_token(call) << 5) | static_cast<uint64_t>(&op - call.ops + 1);
+}
+static_assert(kMaxOps < 32, "op_token keeps the op index in 5 bits");
+
+inline uint32_t make_ctx(uint32_t context_id, bool collective) {
+  return (context_id << 1) | (collective ? 1u : 0u);
+}
+
+void log_line(Fw& fw, int level, const LogLine& line);
+
+// ---------------------------------------------------------------------------
+// arrivals.cpp
+// ---------------------------------------------------------------------------
+void ingest_arrival(Fw& fw, const Arrival& arrival);
+// Makes arrivals for this communicator's context matchable (and checks their
+// sequence numbers). Called whenever a call names the communicator.
+void register_comm(Fw& fw, uint32_t offset, uint32_t context_id, uint32_t size);
+bool arrivals_full(const Fw& fw);
+
+// Oldest matchable first segment / RTS for a receive, or an error arrival
+// from a matching source (the receive then fails with its bits).
+uint32_t find_message(Fw& fw, uint32_t ctx, uint32_t comm, uint32_t src, uint32_t tag);
+uint32_t find_continuation(Fw& fw, uint32_t ctx, uint32_t src, uint32_t seqn);
+uint32_t find_grant(Fw& fw, uint32_t ctx, uint32_t src, uint32_t rid);
+// Oldest first grant of a pre-granted transfer from `src` (any rid).
+uint32_t find_pregrant(Fw& fw, uint32_t ctx, uint32_t src);
+uint32_t find_done(Fw& fw, const PeerOp& op);
+// Removes an arrival; eager payloads are released to the data plane.
+void consume_arrival(Fw& fw, uint32_t index);
+// Error bits if the link to `peer` (or to any member for kRankAny) is broken.
+uint32_t peer_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t peer);
+void forget_link_failure(Fw& fw, uint32_t ip, uint32_t port);
+
+// ---------------------------------------------------------------------------
+// peer_ops.cpp
+// ---------------------------------------------------------------------------
+Buf no_buf();
+Buf mem_buf(uint64_t addr, bool host, bool compressed, uint32_t elem_bytes);
+Buf stream_buf(bool compressed, uint32_t elem_bytes, uint32_t stream_id);
+Buf buf_at(const Buf& b, uint64_t elems);
+bool buf_overlap(const Buf& x, const Buf& y, uint64_t count);
+
+// Advances one op as far as possible. True once it is done or failed
+// (op.error). Never blocks.
+bool progress_op(Fw& fw, CallSlot& call, PeerOp& op);
+// Releases what an unfinished op holds (open window, spare 3) when its call
+// ends early.
+void abandon_op(Fw& fw, const CallSlot& call, PeerOp& op);
+// Ops waiting on `peer` of `comm` (or on any source) fail with `bits`.
+// Returns the number of ops failed.
+uint32_t fail_ops_waiting_on(Fw& fw, uint32_t comm, uint32_t peer, uint32_t bits);
+uint32_t fail_ops_waiting_on_link(Fw& fw, uint32_t ip, uint32_t port, uint32_t bits);
+// True if some op waits for an address message / rendezvous completion with
+// this rid (otherwise such an arrival is stale and dropped).
+bool rid_awaited(Fw& fw, uint32_t ctx, uint32_t src, uint32_t rid, bool completion);
+
+// Executes a local move res = op0 [func op1]; returns error bits.
+uint32_t local_move(Fw& fw, const CallSlot& call, uint32_t count, const Buf& op0, const Buf* op1,
+                    const Buf& res);
+
+// ---------------------------------------------------------------------------
+// p2p.cpp
+// ---------------------------------------------------------------------------
+uint32_t elem_bytes(const CallSlot& call, bool compressed);
+// The call's operands as buffers: op0 = kernel stream or address 0, op1 =
+// address 1, result = kernel stream (id = tag) or address 2.
+Buf call_op0(const CallSlot& call);
+Buf call_op1(const CallSlot& call);
+Buf call_res(const CallSlot& call);
+StepResult step_copy(Fw& fw, CallSlot& call);
+StepResult step_combine(Fw& fw, CallSlot& call);
+StepResult step_send(Fw& fw, CallSlot& call);
+StepResult step_recv(Fw& fw, CallSlot& call);
+
+// ---------------------------------------------------------------------------
+// collectives/engine.cpp
+// ---------------------------------------------------------------------------
+StepResult step_collective(Fw& fw, CallSlot& call);
+
+}  // namespace accl::fw::impl
