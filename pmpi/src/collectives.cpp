@@ -1,0 +1,606 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Offloaded collectives, blocking and non-blocking.
+//
+// Decision order per call (cheap first), each step a pure function of
+// arguments every member passes identically, so all ranks take the same path:
+//   device up -> communicator (intra, size >= 2, not latched native)
+//   -> count 0 -> op/datatype (reductions) or signature bytes (movement)
+//   -> ACCL_OFFLOAD_CALLS and byte thresholds -> ACCL communicator (created
+//   collectively on first use).
+// Anything else falls back to PMPI_<call> with the identical arguments.
+//
+// Data-movement collectives (bcast, gather, scatter, allgather, alltoall) only
+// depend on the type *signature* (bytes per block), which MPI requires to
+// match across ranks; the local *layout* may differ per rank, so a
+// non-contiguous layout is packed/unpacked through staging memory here instead
+// of falling back alone. Reductions need the same datatype on every rank
+// (MPI rule), so a non-contiguous reduction type falls back on all of them.
+//
+// MPI_IN_PLACE is emulated with a staging copy of the in-place input: the
+// device then reads and writes distinct buffers.
+#include "pmpi.hpp"
+
+#include <dlfcn.h>
+
+#include <climits>
+#include <cstring>
+
+namespace accl::pmpi {
+
+namespace {
+
+Reason pre(MPI_Comm comm, CommState** cs) {
+  State& st = state();
+  if (!st.active) return st.s.offload ? Reason::NoDevice : Reason::Disabled;
+  return comm_check(comm, cs);
+}
+
+Reason finish_checks(Call call, uint64_t bytes, MPI_Comm comm, CommState** cs) {
+  Reason r = policy_call(call, bytes);
+  if (r != Reason::Offloaded) return r;
+  if (*cs == nullptr) *cs = comm_materialize(comm);
+  return (*cs)->accl ? Reason::Offloaded : (*cs)->native_reason;
+}
+
+Reason classify_movement(uint64_t block, uint64_t total, const Movement& m) {
+  if (block == 0) return Reason::Count0;
+  // Pack/unpack and the device count are int/unsigned: keep totals below 2 GiB.
+  if (total > static_cast<uint64_t>(INT_MAX)) return Reason::TooLarge;
+  if (m.dtype == dataType::none) return Reason::Datatype;
+  return Reason::Offloaded;
+}
+
+void rank_size(MPI_Comm comm, CommState* cs, int* rank, int* size) {
+  if (cs != nullptr) {
+    *rank = cs->rank;
+    *size = cs->size;
+  } else {
+    PMPI_Comm_rank(comm, rank);
+    PMPI_Comm_size(comm, size);
+  }
+}
+
+// Contiguous send side as-is, anything else packed into staging.
+const void* send_side(Held& h, const void* buf, int count, MPI_Datatype type, uint64_t bytes) {
+  if (type_info(type).contiguous) return buf;
+  void* s = h.stage(bytes);
+  pack_to(s, bytes, buf, count, type);
+  return s;
+}
+
+// Contiguous receive side as-is, anything else received into staging and
+// unpacked when the call completes.
+void* recv_side(Held& h, PostCopy& post, void* buf, int count, MPI_Datatype type, uint64_t bytes) {
+  if (type_info(type).contiguous) return buf;
+  void* s = h.stage(bytes);
+  post = PostCopy{PostCopy::unpack, buf, s, bytes, count, type};
+  return s;
+}
+
+// Issues the call built by `issue` (under mu) and either returns a shadow
+// request (non-blocking) or waits for it. Errors go through the comm's
+// error handler.
+template <typename Issue>
+int run(Call call, MPI_Comm comm, CommState* cs, MPI_Request* req, Issue&& issue) {
+  State& st = state();
+  Held held;
+  PostCopy post;
+  RequestPtr dev;
+  std::string text;
+  int code = MPI_SUCCESS;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    try {
+      dev = issue(held, post);
+      if (req != nullptr) {
+        ShadowReq* r = shadow_alloc(ReqKind::coll, call);
+        r->cs = cs;
+        ++cs->refs;
+        r->comm = comm;
+        r->r[0] = std::move(dev);
+        std::swap(r->held.b, held.b);
+        std::swap(r->held.s, held.s);
+        r->post = post;
+        r->active = true;
+        flight_add(r);
+        *req = as_request(r);
+        return MPI_SUCCESS;
+      }
+    } catch (...) {
+      code = error_code_from_current_exception(call, &text);
+      held.release();
+    }
+  }
+  if (code != MPI_SUCCESS) return raise_error(comm, call, code, text);
+  try {
+    wait_until([&] { return dev->test(); });
+  } catch (...) {
+    code = error_code_from_current_exception(call, &text);
+  }
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (code == MPI_SUCCESS) run_post_copy(post);
+    held.release();
+  }
+  if (code != MPI_SUCCESS) return raise_error(comm, call, code, text);
+  return MPI_SUCCESS;
+}
+
+// --- reductions ------------------------------------------------------------
+
+struct ReduceArgs {
+  Reason why = Reason::Offloaded;
+  CommState* cs = nullptr;
+  ReductionType rt;
+  uint64_t n = 0;  // device elements (per rank block for reduce_scatter)
+  uint64_t bytes = 0;
+};
+
+ReduceArgs check_reduction(Call call, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, int blocks) {
+  ReduceArgs a;
+  a.bytes = bytes_of(count, type) * static_cast<uint64_t>(blocks);
+  a.why = pre(comm, &a.cs);
+  if (a.why == Reason::Offloaded && count == 0) a.why = Reason::Count0;
+  if (a.why == Reason::Offloaded) {
+    a.rt = reduction_type(type_info(type), op);
+    a.why = a.rt.reason;
+  }
+  if (a.why == Reason::Offloaded) {
+    a.n = static_cast<uint64_t>(count) * a.rt.elems_per_item;
+    if (a.n * static_cast<uint64_t>(blocks) > UINT_MAX || a.bytes > static_cast<uint64_t>(INT_MAX))
+      a.why = Reason::TooLarge;
+  }
+  if (a.why == Reason::Offloaded) a.why = finish_checks(call, a.bytes, comm, &a.cs);
+  return a;
+}
+
+}  // namespace
+
+int coll_allreduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                   MPI_Request* req) {
+  CallScope scope(call);
+  ReduceArgs a = check_reduction(call, count, type, op, comm, 1);
+  if (a.why != Reason::Offloaded) {
+    scope.native(a.why, a.bytes, comm);
+    return req ? PMPI_Iallreduce(sbuf, rbuf, count, type, op, comm, req)
+               : PMPI_Allreduce(sbuf, rbuf, count, type, op, comm);
+  }
+  scope.offloaded(a.bytes, comm);
+  return run(call, comm, a.cs, req, [&](Held& h, PostCopy&) {
+    const void* src = sbuf;
+    if (sbuf == MPI_IN_PLACE) {
+      void* s = h.stage(a.bytes);
+      std::memcpy(s, rbuf, a.bytes);
+      src = s;
+    }
+    BaseBuffer& sb = h.wrap(src, a.n, a.rt.dtype);
+    BaseBuffer& rb = h.wrap(rbuf, a.n, a.rt.dtype);
+    return state().accl->allreduce(sb, rb, static_cast<unsigned>(a.n), a.rt.func, a.cs->id, false, false,
+                                   dataType::none, true);
+  });
+}
+
+int coll_reduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                MPI_Comm comm, MPI_Request* req) {
+  CallScope scope(call);
+  ReduceArgs a = check_reduction(call, count, type, op, comm, 1);
+  int rank = 0, size = 0;
+  if (a.why == Reason::Offloaded) {
+    rank_size(comm, a.cs, &rank, &size);
+    if (root < 0 || root >= size) a.why = Reason::BadArgs;
+  }
+  if (a.why != Reason::Offloaded) {
+    scope.native(a.why, a.bytes, comm);
+    return req ? PMPI_Ireduce(sbuf, rbuf, count, type, op, root, comm, req)
+               : PMPI_Reduce(sbuf, rbuf, count, type, op, root, comm);
+  }
+  scope.offloaded(a.bytes, comm);
+  return run(call, comm, a.cs, req, [&](Held& h, PostCopy&) {
+    const void* src = sbuf;
+    if (rank == root && sbuf == MPI_IN_PLACE) {
+      void* s = h.stage(a.bytes);
+      std::memcpy(s, rbuf, a.bytes);
+      src = s;
+    }
+    BaseBuffer& sb = h.wrap(src, a.n, a.rt.dtype);
+    // Off the root the receive buffer is not significant; the driver needs 0
+    // elements there.
+    BaseBuffer& rb = rank == root ? h.wrap(rbuf, a.n, a.rt.dtype) : sb;
+    return state().accl->reduce(sb, rb, static_cast<unsigned>(a.n), static_cast<unsigned>(root), a.rt.func,
+                                a.cs->id, false, false, dataType::none, true);
+  });
+}
+
+// MPI_Reduce_scatter_block, and MPI_Reduce_scatter with equal counts.
+int coll_reduce_scatter(Call call, const void* sbuf, void* rbuf, int rcount, const int* rcounts, MPI_Datatype type,
+                        MPI_Op op, MPI_Comm comm, MPI_Request* req) {
+  CallScope scope(call);
+  auto native = [&] {
+    if (rcounts != nullptr)
+      return req ? PMPI_Ireduce_scatter(sbuf, rbuf, rcounts, type, op, comm, req)
+                 : PMPI_Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm);
+    return req ? PMPI_Ireduce_scatter_block(sbuf, rbuf, rcount, type, op, comm, req)
+               : PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm);
+  };
+  int size = 0;
+  PMPI_Comm_size(comm, &size);
+  Reason unequal = Reason::Offloaded;
+  if (rcounts != nullptr) {
+    // recvcounts is significant and identical on every rank.
+    rcount = size > 0 ? rcounts[0] : 0;
+    for (int i = 1; i < size; ++i)
+      if (rcounts[i] != rcount) unequal = Reason::Unequal;
+  }
+  if (unequal != Reason::Offloaded) {
+    uint64_t bytes = 0;
+    for (int i = 0; i < size; ++i) bytes += bytes_of(rcounts[i], type);
+    scope.native(unequal, bytes, comm);
+    return native();
+  }
+  ReduceArgs a = check_reduction(call, rcount, type, op, comm, size);
+  if (a.why != Reason::Offloaded) {
+    scope.native(a.why, a.bytes, comm);
+    return native();
+  }
+  scope.offloaded(a.bytes, comm);
+  return run(call, comm, a.cs, req, [&](Held& h, PostCopy&) {
+    const void* src = sbuf;
+    if (sbuf == MPI_IN_PLACE) {
+      // In place: the whole input is in rbuf, the result goes to its start.
+      void* s = h.stage(a.bytes);
+      std::memcpy(s, rbuf, a.bytes);
+      src = s;
+    }
+    BaseBuffer& sb = h.wrap(src, a.n * static_cast<uint64_t>(size), a.rt.dtype);
+    BaseBuffer& rb = h.wrap(rbuf, a.n, a.rt.dtype);
+    return state().accl->reduce_scatter(sb, rb, static_cast<unsigned>(a.n), a.rt.func, a.cs->id, false, false,
+                                        dataType::none, true);
+  });
+}
+
+// --- data movement -----------------------------------------------------------
+
+int coll_bcast(Call call, void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* req) {
+  CallScope scope(call);
+  CommState* cs = nullptr;
+  const uint64_t bytes = bytes_of(count, type);
+  const Movement m = movement(bytes);
+  Reason why = pre(comm, &cs);
+  int rank = 0, size = 0;
+  if (why == Reason::Offloaded) {
+    rank_size(comm, cs, &rank, &size);
+    if (root < 0 || root >= size) why = Reason::BadArgs;
+  }
+  if (why == Reason::Offloaded) why = classify_movement(bytes, bytes, m);
+  if (why == Reason::Offloaded) why = finish_checks(call, bytes, comm, &cs);
+  if (why != Reason::Offloaded) {
+    scope.native(why, bytes, comm);
+    return req ? PMPI_Ibcast(buf, count, type, root, comm, req) : PMPI_Bcast(buf, count, type, root, comm);
+  }
+  scope.offloaded(bytes, comm);
+  return run(call, comm, cs, req, [&](Held& h, PostCopy& post) {
+    void* data = buf;
+    if (!type_info(type).contiguous) {
+      data = h.stage(bytes);
+      if (rank == root) pack_to(data, bytes, buf, count, type);
+      else post = PostCopy{PostCopy::unpack, buf, data, bytes, count, type};
+    }
+    BaseBuffer& b = h.wrap(data, m.elems, m.dtype);
+    return state().accl->bcast(b, static_cast<unsigned>(m.elems), static_cast<unsigned>(root), cs->id, false,
+                               false, dataType::none, true);
+  });
+}
+
+int coll_gather(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req) {
+  CallScope scope(call);
+  CommState* cs = nullptr;
+  Reason why = pre(comm, &cs);
+  int rank = -1, size = 0;
+  if (why == Reason::Offloaded) {
+    rank_size(comm, cs, &rank, &size);
+    if (root < 0 || root >= size) why = Reason::BadArgs;
+  }
+  const bool in_place = rank == root && sbuf == MPI_IN_PLACE;
+  // The per-rank block signature: what each rank sends (the root's own
+  // block sits in rbuf when in place).
+  const uint64_t block = in_place ? bytes_of(rcount, rtype) : bytes_of(scount, stype);
+  const uint64_t total = block * static_cast<uint64_t>(size);
+  const Movement m = movement(block);
+  if (why == Reason::Offloaded) why = classify_movement(block, total, m);
+  if (why == Reason::Offloaded) why = finish_checks(call, total, comm, &cs);
+  if (why != Reason::Offloaded) {
+    scope.native(why, total, comm);
+    return req ? PMPI_Igather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req)
+               : PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+  }
+  scope.offloaded(total, comm);
+  return run(call, comm, cs, req, [&](Held& h, PostCopy& post) {
+    const void* src;
+    if (in_place) {
+      const TypeInfo rt = type_info(rtype);
+      const char* mine = static_cast<const char*>(rbuf) + static_cast<MPI_Aint>(root) * rcount * rt.extent;
+      void* s = h.stage(block);
+      if (rt.contiguous) std::memcpy(s, mine, block);
+      else pack_to(s, block, mine, rcount, rtype);
+      src = s;
+    } else {
+      src = send_side(h, sbuf, scount, stype, block);
+    }
+    BaseBuffer& sb = h.wrap(src, m.elems, m.dtype);
+    BaseBuffer* rb = &sb;  // not significant off the root
+    if (rank == root) {
+      void* dst = recv_side(h, post, rbuf, rcount * size, rtype, total);
+      rb = &h.wrap(dst, m.elems * static_cast<uint64_t>(size), m.dtype);
+    }
+    return state().accl->gather(sb, *rb, static_cast<unsigned>(m.elems), static_cast<unsigned>(root), cs->id, false,
+                                false, dataType::none, true);
+  });
+}
+
+int coll_scatter(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                 MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req) {
+  CallScope scope(call);
+  CommState* cs = nullptr;
+  Reason why = pre(comm, &cs);
+  int rank = -1, size = 0;
+  if (why == Reason::Offloaded) {
+    rank_size(comm, cs, &rank, &size);
+    if (root < 0 || root >= size) why = Reason::BadArgs;
+  }
+  const bool in_place = rank == root && rbuf == MPI_IN_PLACE;
+  const uint64_t block = in_place ? bytes_of(scount, stype) : bytes_of(rcount, rtype);
+  const uint64_t total = block * static_cast<uint64_t>(size);
+  const Movement m = movement(block);
+  if (why == Reason::Offloaded) why = classify_movement(block, total, m);
+  if (why == Reason::Offloaded) why = finish_checks(call, total, comm, &cs);
+  if (why != Reason::Offloaded) {
+    scope.native(why, total, comm);
+    return req ? PMPI_Iscatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req)
+               : PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+  }
+  scope.offloaded(total, comm);
+  return run(call, comm, cs, req, [&](Held& h, PostCopy& post) {
+    void* dst;
+    if (in_place) {
+      dst = h.stage(block);  // the root's own block stays where it is
+    } else {
+      dst = recv_side(h, post, rbuf, rcount, rtype, block);
+    }
+    BaseBuffer& rb = h.wrap(dst, m.elems, m.dtype);
+    BaseBuffer* sb = &rb;  // not significant off the root
+    if (rank == root) {
+      const void* src = send_side(h, sbuf, scount * size, stype, total);
+      sb = &h.wrap(src, m.elems * static_cast<uint64_t>(size), m.dtype);
+    }
+    return state().accl->scatter(*sb, rb, static_cast<unsigned>(m.elems), static_cast<unsigned>(root), cs->id,
+                                 false, false, dataType::none, true);
+  });
+}
+
+int coll_allgather(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                   MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
+  CallScope scope(call);
+  CommState* cs = nullptr;
+  Reason why = pre(comm, &cs);
+  int rank = 0, size = 0;
+  if (why == Reason::Offloaded) rank_size(comm, cs, &rank, &size);
+  const bool in_place = sbuf == MPI_IN_PLACE;
+  const uint64_t block = in_place ? bytes_of(rcount, rtype) : bytes_of(scount, stype);
+  const uint64_t total = block * static_cast<uint64_t>(size);
+  const Movement m = movement(block);
+  if (why == Reason::Offloaded) why = classify_movement(block, total, m);
+  if (why == Reason::Offloaded && bytes_of(rcount, rtype) != block) why = Reason::Signature;
+  if (why == Reason::Offloaded) why = finish_checks(call, total, comm, &cs);
+  if (why != Reason::Offloaded) {
+    scope.native(why, total, comm);
+    return req ? PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req)
+               : PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  }
+  scope.offloaded(total, comm);
+  return run(call, comm, cs, req, [&](Held& h, PostCopy& post) {
+    const void* src;
+    if (in_place) {
+      const TypeInfo rt = type_info(rtype);
+      const char* mine = static_cast<const char*>(rbuf) + static_cast<MPI_Aint>(rank) * rcount * rt.extent;
+      void* s = h.stage(block);
+      if (rt.contiguous) std::memcpy(s, mine, block);
+      else pack_to(s, block, mine, rcount, rtype);
+      src = s;
+    } else {
+      src = send_side(h, sbuf, scount, stype, block);
+    }
+    void* dst = recv_side(h, post, rbuf, rcount * size, rtype, total);
+    BaseBuffer& sb = h.wrap(src, m.elems, m.dtype);
+    BaseBuffer& rb = h.wrap(dst, m.elems * static_cast<uint64_t>(size), m.dtype);
+    return state().accl->allgather(sb, rb, static_cast<unsigned>(m.elems), cs->id, false, false, dataType::none,
+                                   true);
+  });
+}
+
+int coll_alltoall(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                  MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
+  CallScope scope(call);
+  CommState* cs = nullptr;
+  Reason why = pre(comm, &cs);
+  int rank = 0, size = 0;
+  if (why == Reason::Offloaded) rank_size(comm, cs, &rank, &size);
+  const bool in_place = sbuf == MPI_IN_PLACE;
+  const uint64_t block = in_place ? bytes_of(rcount, rtype) : bytes_of(scount, stype);
+  const uint64_t total = block * static_cast<uint64_t>(size);
+  const Movement m = movement(block);
+  if (why == Reason::Offloaded && !state().can_alltoall) why = Reason::DeviceCap;
+  if (why == Reason::Offloaded) why = classify_movement(block, total, m);
+  if (why == Reason::Offloaded && bytes_of(rcount, rtype) != block) why = Reason::Signature;
+  if (why == Reason::Offloaded) why = finish_checks(call, total, comm, &cs);
+  if (why != Reason::Offloaded) {
+    scope.native(why, total, comm);
+    return req ? PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req)
+               : PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  }
+  scope.offloaded(total, comm);
+  return run(call, comm, cs, req, [&](Held& h, PostCopy& post) {
+    const void* src;
+    if (in_place) {
+      void* s = h.stage(total);
+      if (type_info(rtype).contiguous) std::memcpy(s, rbuf, total);
+      else pack_to(s, total, rbuf, rcount * size, rtype);
+      src = s;
+    } else {
+      src = send_side(h, sbuf, scount * size, stype, total);
+    }
+    void* dst = recv_side(h, post, rbuf, rcount * size, rtype, total);
+    BaseBuffer& sb = h.wrap(src, m.elems * static_cast<uint64_t>(size), m.dtype);
+    BaseBuffer& rb = h.wrap(dst, m.elems * static_cast<uint64_t>(size), m.dtype);
+    return state().accl->alltoall(sb, rb, static_cast<unsigned>(m.elems), cs->id, false, false, dataType::none,
+                                  true);
+  });
+}
+
+int coll_barrier(Call call, MPI_Comm comm, MPI_Request* req) {
+  CallScope scope(call);
+  CommState* cs = nullptr;
+  Reason why = pre(comm, &cs);
+  if (why == Reason::Offloaded && !state().can_barrier) why = Reason::DeviceCap;
+  if (why == Reason::Offloaded) why = finish_checks(call, 0, comm, &cs);
+  if (why != Reason::Offloaded) {
+    scope.native(why, 0, comm);
+    return req ? PMPI_Ibarrier(comm, req) : PMPI_Barrier(comm);
+  }
+  scope.offloaded(0, comm);
+  return run(call, comm, cs, req, [&](Held&, PostCopy&) { return state().accl->barrier(cs->id, true); });
+}
+
+}  // namespace accl::pmpi
+
+// ---------------------------------------------------------------------------
+// C entry points. The first line of each is the whole cost of interposition
+// when offload is off: one predictable branch on a global, then PMPI.
+// ---------------------------------------------------------------------------
+using namespace accl::pmpi;
+
+namespace {
+// Open MPI's own components call a few MPI_* (not PMPI_*) functions: ROMIO
+// calls MPI_Ialltoall and completes the request with PMPI_Wait, which knows
+// nothing of shadow requests. Non-blocking collectives started from inside
+// Open MPI therefore stay native.
+bool from_open_mpi(void* return_address) {
+  Dl_info info;
+  if (dladdr(return_address, &info) == 0 || info.dli_fname == nullptr) return false;
+  const char* base = std::strrchr(info.dli_fname, '/');
+  base = base ? base + 1 : info.dli_fname;
+  return std::strncmp(base, "mca_", 4) == 0 || std::strncmp(base, "libmpi", 6) == 0 ||
+         std::strncmp(base, "libompi", 7) == 0 || std::strncmp(base, "libopen-", 8) == 0;
+}
+}  // namespace
+
+#define NONBLOCKING_GUARD(native_call) \
+  if (ACCL_LIKELY(g_native_only) || from_open_mpi(__builtin_return_address(0))) return native_call
+
+ACCL_PMPI_EXPORT int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Bcast(buf, count, type, root, comm);
+  return coll_bcast(Call::Bcast, buf, count, type, root, comm, nullptr);
+}
+ACCL_PMPI_EXPORT int MPI_Ibcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
+                                MPI_Request* req) {
+  NONBLOCKING_GUARD(PMPI_Ibcast(buf, count, type, root, comm, req));
+  return coll_bcast(Call::Ibcast, buf, count, type, root, comm, req);
+}
+
+ACCL_PMPI_EXPORT int MPI_Reduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                                MPI_Comm comm) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Reduce(sbuf, rbuf, count, type, op, root, comm);
+  return coll_reduce(Call::Reduce, sbuf, rbuf, count, type, op, root, comm, nullptr);
+}
+ACCL_PMPI_EXPORT int MPI_Ireduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                                 MPI_Comm comm, MPI_Request* req) {
+  NONBLOCKING_GUARD(PMPI_Ireduce(sbuf, rbuf, count, type, op, root, comm, req));
+  return coll_reduce(Call::Ireduce, sbuf, rbuf, count, type, op, root, comm, req);
+}
+
+ACCL_PMPI_EXPORT int MPI_Allreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op,
+                                   MPI_Comm comm) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Allreduce(sbuf, rbuf, count, type, op, comm);
+  return coll_allreduce(Call::Allreduce, sbuf, rbuf, count, type, op, comm, nullptr);
+}
+ACCL_PMPI_EXPORT int MPI_Iallreduce(const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op,
+                                    MPI_Comm comm, MPI_Request* req) {
+  NONBLOCKING_GUARD(PMPI_Iallreduce(sbuf, rbuf, count, type, op, comm, req));
+  return coll_allreduce(Call::Iallreduce, sbuf, rbuf, count, type, op, comm, req);
+}
+
+ACCL_PMPI_EXPORT int MPI_Gather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                                MPI_Datatype rtype, int root, MPI_Comm comm) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+  return coll_gather(Call::Gather, sbuf, scount, stype, rbuf, rcount, rtype, root, comm, nullptr);
+}
+ACCL_PMPI_EXPORT int MPI_Igather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                                 MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req) {
+  NONBLOCKING_GUARD(PMPI_Igather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req));
+  return coll_gather(Call::Igather, sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
+}
+
+ACCL_PMPI_EXPORT int MPI_Scatter(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                                 MPI_Datatype rtype, int root, MPI_Comm comm) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+  return coll_scatter(Call::Scatter, sbuf, scount, stype, rbuf, rcount, rtype, root, comm, nullptr);
+}
+ACCL_PMPI_EXPORT int MPI_Iscatter(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                                  MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req) {
+  NONBLOCKING_GUARD(PMPI_Iscatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req));
+  return coll_scatter(Call::Iscatter, sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
+}
+
+ACCL_PMPI_EXPORT int MPI_Allgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                                   MPI_Datatype rtype, MPI_Comm comm) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  return coll_allgather(Call::Allgather, sbuf, scount, stype, rbuf, rcount, rtype, comm, nullptr);
+}
+ACCL_PMPI_EXPORT int MPI_Iallgather(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                                    MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
+  NONBLOCKING_GUARD(PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req));
+  return coll_allgather(Call::Iallgather, sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+}
+
+ACCL_PMPI_EXPORT int MPI_Alltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                                  MPI_Datatype rtype, MPI_Comm comm) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  return coll_alltoall(Call::Alltoall, sbuf, scount, stype, rbuf, rcount, rtype, comm, nullptr);
+}
+ACCL_PMPI_EXPORT int MPI_Ialltoall(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                                   MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
+  NONBLOCKING_GUARD(PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req));
+  return coll_alltoall(Call::Ialltoall, sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+}
+
+ACCL_PMPI_EXPORT int MPI_Reduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type,
+                                              MPI_Op op, MPI_Comm comm) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm);
+  return coll_reduce_scatter(Call::ReduceScatterBlock, sbuf, rbuf, rcount, nullptr, type, op, comm, nullptr);
+}
+ACCL_PMPI_EXPORT int MPI_Ireduce_scatter_block(const void* sbuf, void* rbuf, int rcount, MPI_Datatype type,
+                                               MPI_Op op, MPI_Comm comm, MPI_Request* req) {
+  NONBLOCKING_GUARD(PMPI_Ireduce_scatter_block(sbuf, rbuf, rcount, type, op, comm, req));
+  return coll_reduce_scatter(Call::IreduceScatterBlock, sbuf, rbuf, rcount, nullptr, type, op, comm, req);
+}
+
+ACCL_PMPI_EXPORT int MPI_Reduce_scatter(const void* sbuf, void* rbuf, const int rcounts[], MPI_Datatype type,
+                                        MPI_Op op, MPI_Comm comm) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm);
+  return coll_reduce_scatter(Call::ReduceScatter, sbuf, rbuf, 0, rcounts, type, op, comm, nullptr);
+}
+ACCL_PMPI_EXPORT int MPI_Ireduce_scatter(const void* sbuf, void* rbuf, const int rcounts[], MPI_Datatype type,
+                                         MPI_Op op, MPI_Comm comm, MPI_Request* req) {
+  NONBLOCKING_GUARD(PMPI_Ireduce_scatter(sbuf, rbuf, rcounts, type, op, comm, req));
+  return coll_reduce_scatter(Call::IreduceScatter, sbuf, rbuf, 0, rcounts, type, op, comm, req);
+}
+
+ACCL_PMPI_EXPORT int MPI_Barrier(MPI_Comm comm) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Barrier(comm);
+  return coll_barrier(Call::Barrier, comm, nullptr);
+}
+ACCL_PMPI_EXPORT int MPI_Ibarrier(MPI_Comm comm, MPI_Request* req) {
+  NONBLOCKING_GUARD(PMPI_Ibarrier(comm, req));
+  return coll_barrier(Call::Ibarrier, comm, req);
+}

@@ -1,0 +1,415 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Bring-up and teardown.
+//
+// MPI_Init / MPI_Init_thread: PMPI_Init*, read every setting once, duplicate
+// MPI_COMM_WORLD privately (our own traffic never meets the application's),
+// create this rank's device, exchange endpoints with PMPI_Allgather, bring the
+// driver up on all of MPI_COMM_WORLD. Every step that can fail on one rank is
+// followed by an agreement (PMPI_Allreduce) so the whole job either offloads
+// or runs natively -- never half and half.
+//
+// MPI_Finalize: teardown runs from the delete callback of an attribute on
+// MPI_COMM_SELF, which MPI runs first thing in MPI_Finalize (Open MPI no
+// longer runs MPI_COMM_WORLD's callbacks at finalize). It drains detached
+// sends, synchronises on the private comm (nobody closes its device while a
+// peer still talks to it), prints ACCL_STATS, and frees every ACCL
+// communicator including those of comms the application never freed.
+#include "pmpi.hpp"
+
+#include <accl/config.hpp>
+#include <accl/log.hpp>
+#include <accl_emu/emulator.hpp>
+#if ACCL_PMPI_HAVE_HW
+#include <accl_hw/hw.hpp>
+#endif
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+
+namespace accl::pmpi {
+
+bool g_native_only = true;
+
+State& state() {
+  // Never destroyed: teardown is explicit, and exit-time destructors would
+  // race with MPI's own atexit handlers.
+  static State* s = new State;
+  return *s;
+}
+
+namespace {
+
+std::string lower(std::string v) {
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  return v;
+}
+
+std::string upper(std::string v) {
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::toupper(c); });
+  return v;
+}
+
+void warn(const std::string& text) {
+  std::fprintf(stderr, "[accl-pmpi rank %d] warning: %s\n", state().world_rank, text.c_str());
+}
+
+// ACCL_OFFLOAD_CALLS: comma list of call names (allreduce, MPI_Allreduce),
+// groups (p2p, coll, icoll, all); a leading ^ negates the whole list.
+void parse_calls(const std::string& text, std::array<bool, kNumCalls>& enabled) {
+  std::string list = text;
+  bool negate = false;
+  const auto first = list.find_first_not_of(" \t");
+  if (first != std::string::npos && list[first] == '^') {
+    negate = true;
+    list.erase(0, first + 1);
+  }
+  if (list.find_first_not_of(" \t,") == std::string::npos) {
+    enabled.fill(true);
+    return;
+  }
+  enabled.fill(negate);
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t end = list.find(',', pos);
+    if (end == std::string::npos) end = list.size();
+    std::string name = lower(list.substr(pos, end - pos));
+    name.erase(std::remove_if(name.begin(), name.end(), [](unsigned char c) { return std::isspace(c); }),
+               name.end());
+    if (name.rfind("^", 0) == 0) name.erase(0, 1);
+    if (name.rfind("mpi_", 0) == 0) name.erase(0, 4);
+    pos = end + 1;
+    if (name.empty()) continue;
+    bool known = false;
+    for (size_t c = 0; c < kNumCalls; ++c) {
+      const Call call = static_cast<Call>(c);
+      const Group g = call_group(call);
+      const bool hit = name == call_setting(call) || name == "all" || (name == "p2p" && g == Group::p2p) ||
+                       (name == "coll" && g == Group::coll) ||
+                       ((name == "icoll" || name == "nonblocking") && g == Group::icoll);
+      if (hit) {
+        enabled[c] = !negate;
+        known = true;
+      }
+    }
+    if (!known) warn("ACCL_OFFLOAD_CALLS names an unknown call '" + name + "'");
+  }
+}
+
+void read_settings(Settings& s) {
+  s.offload = config::get_bool("ACCL_OFFLOAD");
+  const std::string fb = lower(config::get_string("ACCL_FALLBACK"));
+  if (fb == "silent" || fb.empty()) s.fallback = FallbackMode::silent;
+  else if (fb == "warn" || fb == "print") s.fallback = FallbackMode::warn;
+  else if (fb == "error") s.fallback = FallbackMode::error;
+  else throw std::invalid_argument("ACCL_FALLBACK=" + fb + " (use silent, warn or error)");
+  s.trace = config::get_bool("ACCL_TRACE");
+  s.stats = config::get_bool("ACCL_STATS");
+  s.device = lower(config::get_string("ACCL_DEVICE"));
+  parse_calls(config::get_string("ACCL_OFFLOAD_CALLS"), s.enabled);
+  const auto global_min = static_cast<uint64_t>(std::max<int64_t>(0, config::get_int("ACCL_MIN_BYTES")));
+  const auto global_max = static_cast<uint64_t>(std::max<int64_t>(0, config::get_int("ACCL_MAX_BYTES")));
+  for (size_t c = 0; c < kNumCalls; ++c) {
+    const std::string base = "ACCL_" + upper(call_setting(static_cast<Call>(c)));
+    const std::string min_name = base + "_MIN_BYTES", max_name = base + "_MAX_BYTES";
+    s.min_bytes[c] = config::get(min_name.c_str())
+                         ? static_cast<uint64_t>(std::max<int64_t>(0, config::get_int(min_name.c_str())))
+                         : global_min;
+    s.max_bytes[c] = config::get(max_name.c_str())
+                         ? static_cast<uint64_t>(std::max<int64_t>(0, config::get_int(max_name.c_str())))
+                         : global_max;
+  }
+  // Point-to-point is all-or-nothing per communicator (see p2p.cpp).
+  s.p2p = s.enabled[static_cast<size_t>(Call::Send)] && s.enabled[static_cast<size_t>(Call::Recv)];
+  s.rx_buffer_count = static_cast<unsigned>(config::get_int("ACCL_RX_BUFFER_COUNT"));
+  s.rx_buffer_size = static_cast<size_t>(config::get_int("ACCL_RX_BUFFER_SIZE"));
+  s.max_eager_size = static_cast<size_t>(config::get_int("ACCL_MAX_EAGER_SIZE"));
+  s.max_rendezvous_size = static_cast<size_t>(config::get_int("ACCL_MAX_RENDEZVOUS_SIZE"));
+  s.staging_limit = static_cast<size_t>(std::max<int64_t>(0, config::get_int("ACCL_P2P_STAGING_BYTES")));
+  s.buffer_cache = static_cast<size_t>(std::max<int64_t>(0, config::get_int("ACCL_BUFFER_CACHE")));
+}
+
+std::string make_secret() {
+  std::random_device rd;
+  std::string out;
+  const char* hex = "0123456789abcdef";
+  for (int i = 0; i < 32; ++i) out += hex[rd() & 15];
+  return out;
+}
+
+uint64_t host_hash() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return std::hash<std::string>{}(name);
+}
+
+// What each rank contributes to the endpoint exchange.
+struct Endpoint {
+  int ok;
+  int port;
+  uint64_t host;
+  char ip[48];
+  char why[200];
+};
+
+// MIN over the private comm: every rank learns whether all of them succeeded.
+bool all_agree(bool ok) {
+  int mine = ok ? 1 : 0, all = 0;
+  PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, state().private_comm);
+  return all == 1;
+}
+
+void device_unavailable(const std::string& why) {
+  State& st = state();
+  if (st.s.fallback == FallbackMode::error) {
+    std::fprintf(stderr, "[accl-pmpi rank %d] error: no ACCL device (%s) and ACCL_FALLBACK=error: aborting\n",
+                 st.world_rank, why.c_str());
+    std::fflush(stderr);
+    PMPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  if (st.world_rank == 0) warn("no ACCL device, every call runs natively: " + why);
+}
+
+void start_device() {
+  State& st = state();
+  Endpoint me{};
+  std::unique_ptr<Device> dev;
+
+  // A per-job secret: emulated CCLOs only accept peers that present it.
+  char secret[33] = {};
+  if (st.world_rank == 0) std::snprintf(secret, sizeof secret, "%s", make_secret().c_str());
+  PMPI_Bcast(secret, sizeof secret, MPI_CHAR, 0, st.private_comm);
+
+  try {
+    if (st.s.device == "emu") {
+      emu::EmuOptions opts = emu::options_from_environment();
+      opts.port = 0;  // any free port; peers learn it below
+      opts.job_secret = secret;
+      dev = emu::create_device(opts);
+      const emu::Endpoint ep = emu::endpoint(*dev);
+      std::snprintf(me.ip, sizeof me.ip, "%s", ep.ip.c_str());
+      me.port = ep.port;
+    } else if (st.s.device == "xrt") {
+#if ACCL_PMPI_HAVE_HW
+      dev = hw::create_xrt_device(hw::options_from_environment());
+      // Public ACCL's convention for the card's network: 10.10.10.<rank+1>,
+      // port 5500 + rank (accl_network_utils).
+      std::snprintf(me.ip, sizeof me.ip, "10.10.10.%d", st.world_rank + 1);
+      me.port = 5500 + st.world_rank;
+#else
+      throw std::runtime_error("this build has no XRT backend (hw/)");
+#endif
+    } else {
+      throw std::runtime_error("unknown ACCL_DEVICE '" + st.s.device + "' (use emu, xrt or none)");
+    }
+    me.ok = 1;
+  } catch (const std::exception& e) {
+    me.ok = 0;
+    std::snprintf(me.why, sizeof me.why, "%s", e.what());
+  }
+  me.host = host_hash();
+
+  std::vector<Endpoint> all(static_cast<size_t>(st.world_size));
+  PMPI_Allgather(&me, sizeof(Endpoint), MPI_BYTE, all.data(), sizeof(Endpoint), MPI_BYTE, st.private_comm);
+  std::string why;
+  for (int r = 0; r < st.world_size; ++r) {
+    const Endpoint& e = all[static_cast<size_t>(r)];
+    if (!e.ok && why.empty()) why = "rank " + std::to_string(r) + ": " + e.why;
+  }
+  // Loopback endpoints cannot reach another host.
+  if (why.empty() && st.s.device == "emu") {
+    for (const Endpoint& e : all) {
+      if (e.host != all[0].host && (std::strncmp(e.ip, "127.", 4) == 0 || std::strncmp(all[0].ip, "127.", 4) == 0)) {
+        why = "ranks on several hosts but the emulator listens on loopback (set ACCL_EMU_BIND_ADDRESS)";
+        break;
+      }
+    }
+  }
+  if (!why.empty()) {
+    device_unavailable(why);
+    return;
+  }
+
+  st.world_ranks.clear();
+  for (const Endpoint& e : all) {
+    rank_t r;
+    r.ip = e.ip;
+    r.port = e.port;
+    st.world_ranks.push_back(r);
+  }
+
+  bool ok = true;
+  std::string err;
+  try {
+    st.accl = std::make_unique<ACCL>(std::move(dev));
+    InitOptions io;
+    io.rx_buffer_count = st.s.rx_buffer_count;
+    io.rx_buffer_size = st.s.rx_buffer_size;
+    io.max_eager_size = st.s.max_eager_size;
+    io.max_rendezvous_size = st.s.max_rendezvous_size;
+    st.accl->initialize(st.world_ranks, st.world_rank, io);
+  } catch (const std::exception& e) {
+    ok = false;
+    err = e.what();
+  }
+  if (!all_agree(ok)) {
+    st.accl.reset();
+    device_unavailable(ok ? "driver bring-up failed on another rank" : err);
+    return;
+  }
+
+  // Capabilities, agreed (bitwise AND) so every rank applies the same rules.
+  uint32_t caps = 0;
+  const uint32_t cap_bits = st.accl->get_capabilities();
+  const bool valid = (cap_bits & abi::kCapValid) != 0;
+  if (st.accl->supports(reduceFunction::MIN)) caps |= 1u;
+  if (st.accl->supports(reduceFunction::PROD)) caps |= 2u;
+  // Public hardware has no capability word: wildcard receives (needed by
+  // our p2p engine) are then not available; alltoall/barrier are trusted.
+  if (valid && (cap_bits & abi::kCapTagAnyRecv)) caps |= 4u;
+  if (!valid || (cap_bits & abi::kCapAlltoall)) caps |= 8u;
+  if (!valid || (cap_bits & abi::kCapBarrier)) caps |= 16u;
+  uint32_t agreed = 0;
+  PMPI_Allreduce(&caps, &agreed, 1, MPI_UINT32_T, MPI_BAND, st.private_comm);
+  st.can_min = agreed & 1u;
+  st.can_prod = agreed & 2u;
+  st.can_p2p = agreed & 4u;
+  st.can_alltoall = agreed & 8u;
+  st.can_barrier = agreed & 16u;
+  st.active = true;
+  ACCL_LOG_INFO("accl-pmpi: ACCL up on {} ranks ({}), min {} prod {} p2p {}", st.world_size, st.s.device,
+                st.can_min, st.can_prod, st.can_p2p);
+}
+
+int self_delete_fn(MPI_Comm, int, void*, void*) {
+  teardown();
+  return MPI_SUCCESS;
+}
+
+void bring_up() {
+  State& st = state();
+  if (st.initialized) return;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &st.world_rank);
+  PMPI_Comm_size(MPI_COMM_WORLD, &st.world_size);
+  log::set_thread_rank(st.world_rank);
+  try {
+    read_settings(st.s);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[accl-pmpi rank %d] error: bad setting: %s\n", st.world_rank, e.what());
+    std::fflush(stderr);
+    PMPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  st.observe = st.s.stats || st.s.trace || st.s.fallback != FallbackMode::silent;
+  PMPI_Comm_dup(MPI_COMM_WORLD, &st.private_comm);
+  PMPI_Comm_set_name(st.private_comm, const_cast<char*>("accl-pmpi private"));
+  types_init();
+  errors_init();
+  requests_init();
+  // Teardown hook: first thing MPI_Finalize does is delete COMM_SELF's attributes.
+  PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete_fn, &st.self_keyval, nullptr);
+  PMPI_Comm_set_attr(MPI_COMM_SELF, st.self_keyval, nullptr);
+  if (st.s.offload && st.s.device != "none") start_device();
+  else if (st.s.offload && st.s.fallback == FallbackMode::error && st.world_rank == 0)
+    warn("ACCL_DEVICE=none: every call runs natively");
+  comm_registry_init();
+  st.initialized = true;
+  // From here on the wrappers take the slow path only when there is
+  // something to do there.
+  g_native_only = !st.active && !st.observe;
+}
+
+}  // namespace
+
+void teardown() {
+  State& st = state();
+  if (!st.initialized || st.torn_down) return;
+  if (st.active) {
+    p2p_drain();
+    PMPI_Barrier(st.private_comm);  // every rank is done with ACCL traffic
+  }
+  if (st.s.stats) stats_print();
+  g_native_only = true;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    requests_teardown();
+    p2p_teardown();
+    engine_teardown();
+    st.torn_down = true;
+  }
+  // Device first (its threads stop writing into our memory), then the
+  // communicator states, including those of never-freed comms.
+  st.accl.reset();
+  comm_registry_teardown();
+  st.active = false;
+  if (st.private_comm != MPI_COMM_NULL) PMPI_Comm_free(&st.private_comm);
+}
+
+}  // namespace accl::pmpi
+
+using namespace accl::pmpi;
+
+ACCL_PMPI_EXPORT int MPI_Init(int* argc, char*** argv) {
+  const int rc = PMPI_Init(argc, argv);
+  if (rc != MPI_SUCCESS) return rc;
+  bring_up();
+  return rc;
+}
+
+ACCL_PMPI_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  // The layer itself is thread-safe (State::mu), so the level MPI grants is
+  // passed on unchanged: it stays honest.
+  const int rc = PMPI_Init_thread(argc, argv, required, provided);
+  if (rc != MPI_SUCCESS) return rc;
+  bring_up();
+  return rc;
+}
+
+ACCL_PMPI_EXPORT int MPI_Finalize(void) {
+  // Teardown runs from the MPI_COMM_SELF attribute callback inside
+  // PMPI_Finalize (also when someone calls PMPI_Finalize directly).
+  return PMPI_Finalize();
+}
+
+// --- communicator creation: ACCL communicators are made right here ----------
+
+ACCL_PMPI_EXPORT int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
+  const int rc = PMPI_Comm_dup(comm, newcomm);
+  if (rc == MPI_SUCCESS && !g_native_only) comm_created(*newcomm);
+  return rc;
+}
+
+ACCL_PMPI_EXPORT int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm) {
+  const int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
+  if (rc == MPI_SUCCESS && !g_native_only) comm_created(*newcomm);
+  return rc;
+}
+
+ACCL_PMPI_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
+  const int rc = PMPI_Comm_split(comm, color, key, newcomm);
+  if (rc == MPI_SUCCESS && !g_native_only) comm_created(*newcomm);
+  return rc;
+}
+
+ACCL_PMPI_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* newcomm) {
+  const int rc = PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
+  if (rc == MPI_SUCCESS && !g_native_only) comm_created(*newcomm);
+  return rc;
+}
+
+ACCL_PMPI_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
+  const int rc = PMPI_Comm_create(comm, group, newcomm);
+  if (rc == MPI_SUCCESS && !g_native_only) comm_created(*newcomm);
+  return rc;
+}
+
+ACCL_PMPI_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* newcomm) {
+  const int rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
+  if (rc == MPI_SUCCESS && !g_native_only) comm_created(*newcomm);
+  return rc;
+}

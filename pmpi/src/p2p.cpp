@@ -1,0 +1,976 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Offloaded point-to-point.
+//
+// Routing is per communicator, never per message: a rule like "offload
+// messages above N bytes" cannot be evaluated by a receiver that does not
+// know the size (MPI_ANY_SOURCE, larger receive counts), so on a
+// communicator either every message travels through ACCL or none does. Comms
+// created through our wrappers (and MPI_COMM_WORLD) are offloaded, decided at
+// creation time on all members; other comms stay native for p2p.
+//
+// Protocol on the comm's ACCL communicator (its p2p context, so collectives
+// never mix with it):
+//   * envelope: a fixed 256-byte message with device tag kEnvTag carrying
+//     source, MPI tag, size, a per-(sender, receiver) sequence number and up
+//     to 224 bytes of inline data (the whole message when small, else the
+//     0..3 trailing bytes that are not a whole device word);
+//   * payload: the rest, as int32 words with device tag = sequence number,
+//     so the receiver asks for exactly the right message and size;
+//   * ack: for synchronous sends, one word back with tag kAckBit | seq once
+//     the receive has matched.
+// The receiver pulls envelopes with RANK_ANY receives of the envelope tag and
+// matches them here against posted receives in MPI order (posted order,
+// arrival order, non-overtaking per source via the sequence numbers). That
+// gives MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_Probe/Iprobe/Mprobe and exact
+// status (source, tag, count) -- things the device cannot report itself.
+//
+// Progress: envelopes are matched when this rank runs any of our entry points
+// (all wait loops call progress_locked()). So that a blocking MPI_Send never
+// depends on the receiver reaching one of them (it may be inside a native
+// call), blocking sends above the eager size are staged and detached
+// (budget ACCL_P2P_STAGING_BYTES); smaller ones complete eagerly on the
+// device anyway.
+#include "pmpi.hpp"
+
+#include <accl/log.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+namespace accl::pmpi {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x41504531u;  // "APE1"
+constexpr uint32_t kFlagSync = 1;
+constexpr uint32_t kEnvTag = 0x7FFFFFF0u;
+constexpr uint32_t kSeqLimit = 0x7FFFFFF0u;  // sequence numbers stay below kEnvTag
+constexpr uint32_t kAckBit = 0x80000000u;
+constexpr size_t kInline = sizeof(Envelope::data);
+constexpr unsigned kEnvWords = sizeof(Envelope) / 4;
+constexpr int kMaxDetached = 1024;
+
+int g_detached = 0;                  // detached blocking sends in flight
+std::vector<CommState*> g_active;    // comms with an envelope pull outstanding
+ShadowReq* g_flight = nullptr;       // requests with device work outstanding
+
+bool matches(const Envelope& e, int source, int tag) {
+  return (source == MPI_ANY_SOURCE || source == e.src) && (tag == MPI_ANY_TAG || tag == e.tag);
+}
+
+void set_status(MPI_Status* st, int source, int tag, uint64_t bytes) {
+  st->MPI_SOURCE = source;
+  st->MPI_TAG = tag;
+  st->MPI_ERROR = MPI_SUCCESS;
+  PMPI_Status_set_elements_x(st, MPI_BYTE, static_cast<MPI_Count>(bytes));
+  PMPI_Status_set_cancelled(st, 0);
+}
+
+BaseBuffer& env_buffer(ShadowReq* r) {
+  if (!r->env_buf)
+    r->env_buf = std::shared_ptr<BaseBuffer>(
+        state().accl->create_buffer_host<uint8_t>(reinterpret_cast<uint8_t*>(&r->env), kEnvWords, dataType::int32));
+  return *r->env_buf;
+}
+
+BaseBuffer& aux_buffer(ShadowReq* r) {
+  if (!r->aux_buf)
+    r->aux_buf = std::shared_ptr<BaseBuffer>(
+        state().accl->create_buffer_host<uint8_t>(reinterpret_cast<uint8_t*>(r->aux), 4, dataType::int32));
+  return *r->aux_buf;
+}
+
+// Keeps one envelope receive posted while someone waits for a message on
+// `cs` (or `force`: an Iprobe wants to see new arrivals).
+void ensure_pull(CommState* cs, bool force) {
+  if (cs->pull || (!force && cs->demand <= 0)) return;
+  State& st = state();
+  if (!cs->pull_env) {
+    cs->pull_env = std::make_unique<Envelope>();
+    cs->pull_buf = std::shared_ptr<BaseBuffer>(st.accl->create_buffer_host<uint8_t>(
+        reinterpret_cast<uint8_t*>(cs->pull_env.get()), kEnvWords, dataType::int32));
+  }
+  cs->pull = st.accl->recv(*cs->pull_buf, kEnvWords, RANK_ANY, kEnvTag, cs->id, false, dataType::none, true);
+  ++cs->refs;  // the pull writes into cs->pull_env: keep cs alive until it resolves
+  if (!cs->in_active_list) {
+    g_active.push_back(cs);
+    cs->in_active_list = true;
+  }
+}
+
+void copy_into_user(ShadowReq* r, const void* src, uint64_t take) {
+  const TypeInfo ti = type_info(r->type);
+  if (take == 0) return;
+  if (ti.contiguous) {
+    std::memcpy(const_cast<void*>(r->buf), src, take);
+  } else if (ti.size > 0) {
+    unpack_from(src, take, const_cast<void*>(r->buf), static_cast<int>(take / static_cast<uint64_t>(ti.size)),
+                r->type);
+  }
+}
+
+void finish_request(ShadowReq* r);
+
+// A receive finished without device work left. A request the user already
+// freed (MPI_Request_free on an active receive) goes back to the pool.
+// Callers must not touch `r` afterwards unless they own it.
+void complete_now(ShadowReq* r) {
+  r->complete = true;
+  if (r->user_freed) shadow_free(r);
+}
+
+void send_ack(ShadowReq* r) {
+  r->aux[0] = 1;
+  r->r[1] = state().accl->send(aux_buffer(r), 1, static_cast<unsigned>(r->env.src), kAckBit | r->env.seq,
+                               r->cs->id, false, dataType::none, true);
+  flight_add(r);
+}
+
+// Hands a matched message to receive request `r`.
+void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_data, ShadowReq* self_sync) {
+  State& st = state();
+  r->env = e;
+  const uint64_t cap = bytes_of(r->count, r->type);
+  const bool truncated = e.bytes > cap;
+  const uint64_t take = truncated ? cap : e.bytes;
+  set_status(&r->status, e.src, e.tag, take);
+  if (truncated) {
+    r->error = MPI_ERR_TRUNCATE;
+    r->status.MPI_ERROR = MPI_ERR_TRUNCATE;
+  }
+  if (self_data != nullptr) {
+    copy_into_user(r, self_data->data(), take);
+    if (self_sync != nullptr) {
+      self_sync->complete = true;
+      if (self_sync->user_freed) shadow_free(self_sync);
+    }
+    r->rstate = RecvState::done;
+    complete_now(r);
+    return;
+  }
+  const uint64_t payload = e.bytes - e.inline_bytes;
+  if (payload == 0) {
+    copy_into_user(r, e.data, take);
+    r->rstate = RecvState::done;
+    if (e.flags & kFlagSync) send_ack(r);  // completes once the ack is out
+    else complete_now(r);
+    return;
+  }
+  const TypeInfo ti = type_info(r->type);
+  void* dst;
+  if (ti.contiguous && !truncated) {
+    dst = const_cast<void*>(r->buf);
+  } else {
+    dst = r->held.stage(e.bytes);
+    const int items = ti.size > 0 ? static_cast<int>(take / static_cast<uint64_t>(ti.size)) : 0;
+    r->post = ti.contiguous ? PostCopy{PostCopy::memcpy_, const_cast<void*>(r->buf), dst, take, 0, r->type}
+                            : PostCopy{PostCopy::unpack, const_cast<void*>(r->buf), dst, take, items, r->type};
+  }
+  if (e.inline_bytes != 0) std::memcpy(static_cast<char*>(dst) + payload, e.data, e.inline_bytes);
+  BaseBuffer& b = r->held.wrap(dst, payload / 4, dataType::int32);
+  r->r[0] = st.accl->recv(b, static_cast<unsigned>(payload / 4), static_cast<unsigned>(e.src), e.seq, r->cs->id,
+                          false, dataType::none, true);
+  r->rstate = RecvState::payload;
+  flight_add(r);
+  if (e.flags & kFlagSync) send_ack(r);
+}
+
+void fail_request(ShadowReq* r, int code, const std::string& text) {
+  if (r->error == MPI_SUCCESS) {
+    r->error = code;
+    r->error_text = text;
+  }
+  r->status.MPI_ERROR = code;
+}
+
+// A message that is next in line from its source: match or queue it.
+void arrive(CommState* cs, const Envelope& e, std::vector<unsigned char>* self_data, ShadowReq* self_sync) {
+  ShadowReq* prev = nullptr;
+  for (ShadowReq* r = cs->posted_head; r != nullptr; prev = r, r = r->next_posted) {
+    if (!matches(e, r->peer, r->tag)) continue;
+    if (prev) prev->next_posted = r->next_posted;
+    else cs->posted_head = r->next_posted;
+    if (cs->posted_tail == r) cs->posted_tail = prev;
+    r->next_posted = nullptr;
+    --cs->demand;
+    try {
+      deliver(r, e, self_data, self_sync);
+    } catch (...) {
+      std::string text;
+      const int code = error_code_from_current_exception(r->call, &text);
+      fail_request(r, code, text);
+      r->complete = true;
+    }
+    return;
+  }
+  UnexpectedMsg m;
+  m.env = e;
+  if (self_data) m.self_data = std::move(*self_data);
+  m.self_sync = self_sync;
+  cs->unexpected.push_back(std::move(m));
+}
+
+uint32_t next_seq(uint32_t s) { return s + 1 == kSeqLimit ? 0 : s + 1; }
+
+// An envelope pulled from the device: restore per-source order (the device
+// may start concurrent sends in any order), then match.
+void envelope_in(CommState* cs, const Envelope& e) {
+  if (e.magic != kMagic || e.src < 0 || e.src >= cs->size) {
+    ACCL_LOG_ERROR("accl-pmpi: dropped a malformed envelope on a communicator of {} ranks", cs->size);
+    return;
+  }
+  uint32_t& expect = cs->recv_expect[static_cast<size_t>(e.src)];
+  if (e.seq != expect) {
+    cs->reorder.push_back(e);
+    return;
+  }
+  arrive(cs, e, nullptr, nullptr);
+  expect = next_seq(expect);
+  for (bool found = true; found && !cs->reorder.empty();) {
+    found = false;
+    for (size_t i = 0; i < cs->reorder.size(); ++i) {
+      const Envelope& h = cs->reorder[i];
+      uint32_t& exp = cs->recv_expect[static_cast<size_t>(h.src)];
+      if (h.seq != exp) continue;
+      const Envelope next = h;
+      cs->reorder.erase(cs->reorder.begin() + static_cast<std::ptrdiff_t>(i));
+      arrive(cs, next, nullptr, nullptr);
+      exp = next_seq(exp);
+      found = true;
+      break;
+    }
+  }
+}
+
+// Returns how many references the resolved pulls held.
+int progress_comm(CommState* cs) {
+  int released = 0;
+  while (cs->pull) {
+    bool done = false;
+    bool failed = false;
+    std::string text;
+    int code = MPI_SUCCESS;
+    try {
+      done = cs->pull->test();
+    } catch (const DeviceError& e) {
+      // A pull that saw no envelope within the device timeout is normal: an
+      // MPI receive may wait forever. Re-post it while someone waits.
+      failed = true;
+      if (!(e.retcode() & abi::kReceiveTimeoutError)) code = error_code_from_current_exception(Call::Recv, &text);
+    } catch (const TimeoutError&) {
+      failed = true;
+    } catch (...) {
+      failed = true;
+      code = error_code_from_current_exception(Call::Recv, &text);
+    }
+    if (!done && !failed) break;
+    const Envelope e = *cs->pull_env;
+    cs->pull.reset();
+    ++released;
+    if (code != MPI_SUCCESS) {
+      // The device lost this comm's p2p traffic: fail every waiting receive.
+      while (ShadowReq* r = cs->posted_head) {
+        cs->posted_head = r->next_posted;
+        r->next_posted = nullptr;
+        --cs->demand;
+        fail_request(r, code, text);
+        r->complete = true;
+      }
+      cs->posted_tail = nullptr;
+      break;
+    }
+    if (done) envelope_in(cs, e);
+    try {
+      ensure_pull(cs, false);
+    } catch (const std::exception& ex) {
+      ACCL_LOG_ERROR("accl-pmpi: cannot post an envelope receive: {}", ex.what());
+      break;
+    }
+  }
+  return released;
+}
+
+// Device work of `r` finished (or failed): complete it.
+void finish_request(ShadowReq* r) {
+  flight_remove(r);
+  if (r->error == MPI_SUCCESS) run_post_copy(r->post);
+  r->post = PostCopy{};
+  r->held.release();
+  if (r->kind == ReqKind::recv) r->rstate = RecvState::done;
+  r->complete = true;
+  if (r->user_freed) {
+    if (r->detached) --g_detached;
+    if (r->error != MPI_SUCCESS)
+      ACCL_LOG_ERROR("accl-pmpi rank {}: a detached/freed {} failed: {}", state().world_rank, call_name(r->call),
+                     r->error_text);
+    shadow_free(r);
+  }
+}
+
+void progress_request(ShadowReq* r) {
+  bool pending = false;
+  for (auto& dev : r->r) {
+    if (!dev) continue;
+    try {
+      if (dev->test()) dev.reset();
+      else pending = true;
+    } catch (...) {
+      std::string text;
+      const int code = error_code_from_current_exception(r->call, &text);
+      fail_request(r, code, text);
+      dev.reset();
+    }
+  }
+  if (!pending) finish_request(r);
+}
+
+void self_send(ShadowReq* r, const unsigned char* src, uint64_t bytes) {
+  CommState* cs = r->cs;
+  std::vector<unsigned char> data(src, src + bytes);
+  ShadowReq* sync = r->mode == SendMode::sync ? r : nullptr;
+  if (sync == nullptr) r->complete = true;  // the data is copied: the send buffer is free
+  uint32_t& expect = cs->recv_expect[static_cast<size_t>(cs->rank)];
+  expect = next_seq(expect);
+  arrive(cs, r->env, &data, sync);
+}
+
+}  // namespace
+
+void flight_add(ShadowReq* r) {
+  if (r->in_flight) return;
+  r->prev_flight = nullptr;
+  r->next_flight = g_flight;
+  if (g_flight) g_flight->prev_flight = r;
+  g_flight = r;
+  r->in_flight = true;
+}
+
+void flight_remove(ShadowReq* r) {
+  if (!r->in_flight) return;
+  if (r->prev_flight) r->prev_flight->next_flight = r->next_flight;
+  else g_flight = r->next_flight;
+  if (r->next_flight) r->next_flight->prev_flight = r->prev_flight;
+  r->prev_flight = r->next_flight = nullptr;
+  r->in_flight = false;
+}
+
+void progress_locked() {
+  for (size_t i = 0; i < g_active.size();) {
+    CommState* cs = g_active[i];
+    int released = progress_comm(cs);
+    if (!cs->pull) {
+      cs->in_active_list = false;
+      g_active[i] = g_active.back();
+      g_active.pop_back();
+    } else {
+      ++i;
+    }
+    while (released-- > 0) comm_release(cs);  // may destroy a freed comm (no pull left then)
+  }
+  for (ShadowReq* r = g_flight; r != nullptr;) {
+    ShadowReq* next = r->next_flight;
+    progress_request(r);
+    r = next;
+  }
+}
+
+void p2p_start_send(ShadowReq* r) {
+  State& st = state();
+  CommState* cs = r->cs;
+  const uint64_t bytes = bytes_of(r->count, r->type);
+  const unsigned char* src = static_cast<const unsigned char*>(r->send_src);
+  if (src == nullptr) {
+    if (type_info(r->type).contiguous || bytes == 0) {
+      src = static_cast<const unsigned char*>(r->buf);
+    } else {
+      void* s = r->held.stage(bytes);
+      pack_to(s, bytes, r->buf, r->count, r->type);
+      src = static_cast<const unsigned char*>(s);
+    }
+  }
+  Envelope& e = r->env;
+  e.magic = kMagic;
+  e.flags = r->mode == SendMode::sync ? kFlagSync : 0;
+  e.src = cs->rank;
+  e.tag = r->tag;
+  e.bytes = bytes;
+  uint32_t& seq = cs->send_seq[static_cast<size_t>(r->peer)];
+  e.seq = seq;
+  seq = next_seq(seq);
+  uint64_t payload = 0;
+  if (bytes <= kInline) {
+    e.inline_bytes = static_cast<uint32_t>(bytes);
+    if (bytes) std::memcpy(e.data, src, bytes);
+  } else {
+    const uint64_t tail = bytes % 4;
+    payload = bytes - tail;
+    e.inline_bytes = static_cast<uint32_t>(tail);
+    if (tail) std::memcpy(e.data, src + payload, tail);
+  }
+  r->active = true;
+  r->complete = false;
+  if (r->peer == cs->rank) {
+    self_send(r, src, bytes);
+    r->held.release();
+    return;
+  }
+  const unsigned peer = static_cast<unsigned>(r->peer);
+  // The ack receive goes first so it is posted before the peer can answer.
+  if (r->mode == SendMode::sync)
+    r->r[2] = st.accl->recv(aux_buffer(r), 1, peer, kAckBit | e.seq, cs->id, false, dataType::none, true);
+  r->r[0] = st.accl->send(env_buffer(r), kEnvWords, peer, kEnvTag, cs->id, false, dataType::none, true);
+  if (payload != 0) {
+    BaseBuffer& b = r->held.wrap(src, payload / 4, dataType::int32);
+    r->r[1] = st.accl->send(b, static_cast<unsigned>(payload / 4), peer, e.seq, cs->id, false, dataType::none, true);
+  }
+  flight_add(r);
+}
+
+void p2p_start_recv(ShadowReq* r) {
+  CommState* cs = r->cs;
+  r->active = true;
+  r->complete = false;
+  r->error = MPI_SUCCESS;
+  r->error_text.clear();
+  r->rstate = RecvState::posted;
+  for (auto it = cs->unexpected.begin(); it != cs->unexpected.end(); ++it) {
+    if (!matches(it->env, r->peer, r->tag)) continue;
+    UnexpectedMsg m = std::move(*it);
+    cs->unexpected.erase(it);
+    const bool self = m.env.src == cs->rank;
+    deliver(r, m.env, self ? &m.self_data : nullptr, m.self_sync);
+    return;
+  }
+  r->next_posted = nullptr;
+  if (cs->posted_tail) cs->posted_tail->next_posted = r;
+  else cs->posted_head = r;
+  cs->posted_tail = r;
+  ++cs->demand;
+  ensure_pull(cs, false);
+}
+
+bool p2p_cancel(ShadowReq* r) {
+  if (r->kind != ReqKind::recv || r->rstate != RecvState::posted) return false;
+  CommState* cs = r->cs;
+  ShadowReq* prev = nullptr;
+  for (ShadowReq* p = cs->posted_head; p != nullptr; prev = p, p = p->next_posted) {
+    if (p != r) continue;
+    if (prev) prev->next_posted = p->next_posted;
+    else cs->posted_head = p->next_posted;
+    if (cs->posted_tail == p) cs->posted_tail = prev;
+    p->next_posted = nullptr;
+    --cs->demand;
+    r->cancelled = true;
+    r->complete = true;
+    r->rstate = RecvState::done;
+    set_empty_status(&r->status);
+    PMPI_Status_set_cancelled(&r->status, 1);
+    return true;
+  }
+  return false;
+}
+
+void p2p_drain() {
+  // Detached sends and freed requests must reach the peer before teardown.
+  State& st = state();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  unsigned spins = 0;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(st.mu);
+      progress_locked();
+      bool busy = false;
+      for (ShadowReq* r = g_flight; r != nullptr; r = r->next_flight) busy = busy || r->user_freed;
+      if (!busy) return;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ACCL_LOG_WARN("accl-pmpi rank {}: MPI_Finalize gave up waiting for detached sends", st.world_rank);
+      return;
+    }
+    native_progress();
+    poll_pause(spins);
+  }
+}
+
+void p2p_teardown() {
+  g_active.clear();
+  g_flight = nullptr;
+  g_detached = 0;
+}
+
+// ---------------------------------------------------------------------------
+// Entry helpers
+// ---------------------------------------------------------------------------
+
+namespace {
+
+// Why p2p on `comm` is native (never Offloaded when *cs is null).
+Reason p2p_route(MPI_Comm comm, CommState** cs) {
+  State& st = state();
+  *cs = nullptr;
+  if (!st.active) return st.s.offload ? Reason::NoDevice : Reason::Disabled;
+  if (!st.s.p2p) return Reason::Excluded;
+  if (!st.can_p2p) return Reason::DeviceCap;
+  *cs = comm_for_p2p(comm);
+  if (*cs != nullptr) return Reason::Offloaded;
+  CommState* known = comm_lookup(comm);
+  if (known != nullptr) return known->accl ? Reason::P2pNative : known->native_reason;
+  if (comm == MPI_COMM_NULL) return Reason::BadArgs;
+  int inter = 0, size = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  if (inter) return Reason::Intercomm;
+  PMPI_Comm_size(comm, &size);
+  return size < 2 ? Reason::CommSize1 : Reason::P2pNative;
+}
+
+bool valid_peer(const CommState* cs, int peer, bool any_ok) {
+  return (peer >= 0 && peer < cs->size) || (any_ok && peer == MPI_ANY_SOURCE);
+}
+bool valid_tag(int tag, bool any_ok) {
+  static int tag_ub = [] {
+    int* v = nullptr;
+    int flag = 0;
+    PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &v, &flag);
+    return flag && v ? *v : 32767;
+  }();
+  return (tag >= 0 && tag <= tag_ub) || (any_ok && tag == MPI_ANY_TAG);
+}
+bool valid_buffer(int count, MPI_Datatype type) {
+  if (count < 0 || type == MPI_DATATYPE_NULL) return false;
+  int size = 0;
+  return PMPI_Type_size(type, &size) == MPI_SUCCESS;
+}
+
+ShadowReq* new_req(ReqKind kind, Call call, CommState* cs, MPI_Comm comm, const void* buf, int count,
+                   MPI_Datatype type, int peer, int tag, SendMode mode) {
+  ShadowReq* r = shadow_alloc(kind, call);
+  r->cs = cs;
+  ++cs->refs;
+  r->comm = comm;
+  r->buf = buf;
+  r->count = count;
+  r->type = type;
+  r->peer = peer;
+  r->tag = tag;
+  r->mode = mode;
+  return r;
+}
+
+int fail_now(Call call, MPI_Comm comm) {
+  std::string text;
+  const int code = error_code_from_current_exception(call, &text);
+  return raise_error(comm, call, code, text);
+}
+
+// Blocking send on an offloaded comm.
+int send_blocking(Call call, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                  CommState* cs, SendMode mode) {
+  State& st = state();
+  ShadowReq* r = nullptr;
+  try {
+    std::lock_guard<std::mutex> lock(st.mu);
+    r = new_req(ReqKind::send, call, cs, comm, buf, count, type, dest, tag, mode);
+    const uint64_t bytes = bytes_of(count, type);
+    bool detach = false;
+    if (mode != SendMode::sync && g_detached < kMaxDetached) {
+      if (bytes <= kInline || dest == cs->rank) {
+        detach = true;  // everything travels inside the envelope (or is copied)
+      } else if (bytes - bytes % 4 > st.s.max_eager_size || !type_info(type).contiguous) {
+        // Rendezvous needs the receiver's host to match the envelope first:
+        // stage so this send returns regardless of what the receiver does.
+        if (Staging* s = staging_get(bytes, true)) {
+          r->held.s[0] = s;
+          if (type_info(type).contiguous) std::memcpy(s->ptr, buf, bytes);
+          else pack_to(s->ptr, bytes, buf, count, type);
+          r->send_src = s->ptr;
+          detach = true;
+        }
+      }
+    }
+    p2p_start_send(r);
+    if (detach) {
+      if (r->complete) {
+        shadow_free(r);
+      } else {
+        r->user_freed = true;
+        r->detached = true;
+        ++g_detached;
+      }
+      return MPI_SUCCESS;
+    }
+  } catch (...) {
+    if (r != nullptr) {
+      std::lock_guard<std::mutex> lock(st.mu);
+      flight_remove(r);
+      shadow_free(r);
+    }
+    return fail_now(call, comm);
+  }
+  wait_until([&] { return r->complete; });
+  return request_finish(r, MPI_STATUS_IGNORE);
+}
+
+int start_nonblocking(ShadowReq* r, MPI_Request* request) {
+  State& st = state();
+  try {
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (r->kind == ReqKind::send) p2p_start_send(r);
+    else p2p_start_recv(r);
+  } catch (...) {
+    const MPI_Comm comm = r->comm;
+    const Call call = r->call;
+    {
+      std::lock_guard<std::mutex> lock(st.mu);
+      flight_remove(r);
+      shadow_free(r);
+    }
+    *request = MPI_REQUEST_NULL;
+    return fail_now(call, comm);
+  }
+  *request = as_request(r);
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+// --- entry points used by the C and Fortran wrappers -------------------------
+
+template <typename Native>
+int p2p_send_entry(Call call, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                   SendMode mode, MPI_Request* request, bool persistent, Native&& native, bool account = true) {
+  CallScope scope(call, account);
+  CommState* cs = nullptr;
+  Reason why = p2p_route(comm, &cs);
+  const uint64_t bytes = bytes_of(count, type);
+  if (why == Reason::Offloaded && dest == MPI_PROC_NULL) why = Reason::ProcNull;
+  if (why == Reason::Offloaded && (!valid_peer(cs, dest, false) || !valid_tag(tag, false) || !valid_buffer(count, type)))
+    why = Reason::BadArgs;
+  if (why != Reason::Offloaded) {
+    scope.native(why, bytes, comm);
+    return native();
+  }
+  scope.offloaded(bytes, comm);
+  if (persistent) {
+    std::lock_guard<std::mutex> lock(state().mu);
+    ShadowReq* r = new_req(ReqKind::send, call, cs, comm, buf, count, type, dest, tag, mode);
+    r->persistent = true;
+    *request = as_request(r);
+    return MPI_SUCCESS;
+  }
+  if (request == nullptr) return send_blocking(call, buf, count, type, dest, tag, comm, cs, mode);
+  ShadowReq* r;
+  {
+    std::lock_guard<std::mutex> lock(state().mu);
+    r = new_req(ReqKind::send, call, cs, comm, buf, count, type, dest, tag, mode);
+  }
+  return start_nonblocking(r, request);
+}
+
+template <typename Native>
+int p2p_recv_entry(Call call, void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                   MPI_Status* status, MPI_Request* request, bool persistent, Native&& native, bool account = true) {
+  CallScope scope(call, account);
+  CommState* cs = nullptr;
+  Reason why = p2p_route(comm, &cs);
+  const uint64_t bytes = bytes_of(count, type);
+  if (why == Reason::Offloaded && source == MPI_PROC_NULL) why = Reason::ProcNull;
+  if (why == Reason::Offloaded && (!valid_peer(cs, source, true) || !valid_tag(tag, true) || !valid_buffer(count, type)))
+    why = Reason::BadArgs;
+  if (why != Reason::Offloaded) {
+    scope.native(why, bytes, comm);
+    return native();
+  }
+  scope.offloaded(bytes, comm);
+  ShadowReq* r;
+  {
+    std::lock_guard<std::mutex> lock(state().mu);
+    r = new_req(ReqKind::recv, call, cs, comm, buf, count, type, source, tag, SendMode::standard);
+    if (persistent) {
+      r->persistent = true;
+      *request = as_request(r);
+      return MPI_SUCCESS;
+    }
+  }
+  if (request != nullptr) return start_nonblocking(r, request);
+  MPI_Request tmp;
+  int rc = start_nonblocking(r, &tmp);
+  if (rc != MPI_SUCCESS) return rc;
+  wait_until([&] { return r->complete; });
+  return request_finish(r, status);
+}
+
+// MPI_Probe / MPI_Iprobe / MPI_Mprobe / MPI_Improbe.
+template <typename Native>
+int p2p_probe_entry(Call call, int source, int tag, MPI_Comm comm, bool blocking, int* flag, MPI_Message* message,
+                    MPI_Status* status, Native&& native) {
+  CallScope scope(call);
+  CommState* cs = nullptr;
+  Reason why = p2p_route(comm, &cs);
+  if (why == Reason::Offloaded && source == MPI_PROC_NULL) why = Reason::ProcNull;
+  if (why == Reason::Offloaded && (!valid_peer(cs, source, true) || !valid_tag(tag, true))) why = Reason::BadArgs;
+  if (why != Reason::Offloaded) {
+    scope.native(why, 0, comm);
+    return native();
+  }
+  scope.offloaded(0, comm);
+  State& st = state();
+  bool found = false;
+  std::string text;
+  int code = MPI_SUCCESS;
+  auto look = [&]() -> bool {
+    // mu held (wait_until / below)
+    for (auto it = cs->unexpected.begin(); it != cs->unexpected.end(); ++it) {
+      if (!matches(it->env, source, tag)) continue;
+      const uint64_t bytes = it->env.bytes;
+      if (status != MPI_STATUS_IGNORE) set_status(status, it->env.src, it->env.tag, bytes);
+      if (message != nullptr) {
+        ShadowReq* m = shadow_alloc(ReqKind::message, call);
+        m->cs = cs;
+        ++cs->refs;
+        m->comm = comm;
+        m->env = it->env;
+        m->self_data = std::move(it->self_data);
+        m->self_sync = it->self_sync;
+        cs->unexpected.erase(it);
+        *message = reinterpret_cast<MPI_Message>(m);
+      }
+      found = true;
+      return true;
+    }
+    try {
+      ensure_pull(cs, true);
+    } catch (...) {
+      code = error_code_from_current_exception(call, &text);
+      return true;
+    }
+    return false;
+  };
+  if (blocking) {
+    wait_until(look);
+  } else {
+    std::lock_guard<std::mutex> lock(st.mu);
+    progress_locked();
+    look();
+  }
+  if (code != MPI_SUCCESS) return raise_error(comm, call, code, text);
+  if (flag != nullptr) *flag = found ? 1 : 0;
+  if (!found && message != nullptr) *message = MPI_MESSAGE_NULL;
+  return MPI_SUCCESS;
+}
+
+int p2p_mrecv_entry(Call call, void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status,
+                    MPI_Request* request) {
+  CallScope scope(call);
+  if (message == nullptr || !is_shadow(*message)) {
+    scope.native(Reason::P2pNative, bytes_of(count, type), MPI_COMM_NULL);
+    return request ? PMPI_Imrecv(buf, count, type, message, request) : PMPI_Mrecv(buf, count, type, message, status);
+  }
+  State& st = state();
+  ShadowReq* m = reinterpret_cast<ShadowReq*>(*message);
+  scope.offloaded(bytes_of(count, type), m->comm);
+  ShadowReq* r;
+  std::string text;
+  int code = MPI_SUCCESS;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    r = new_req(ReqKind::recv, call, m->cs, m->comm, buf, count, type, m->env.src, m->env.tag, SendMode::standard);
+    r->active = true;
+    const bool self = m->env.src == m->cs->rank;
+    try {
+      deliver(r, m->env, self ? &m->self_data : nullptr, m->self_sync);
+    } catch (...) {
+      code = error_code_from_current_exception(call, &text);
+      fail_request(r, code, text);
+      r->complete = true;
+    }
+    shadow_free(m);
+    *message = MPI_MESSAGE_NULL;
+  }
+  if (request != nullptr) {
+    *request = as_request(r);
+    return MPI_SUCCESS;
+  }
+  wait_until([&] { return r->complete; });
+  return request_finish(r, status);
+}
+
+}  // namespace accl::pmpi
+
+// ---------------------------------------------------------------------------
+// C entry points
+// ---------------------------------------------------------------------------
+using namespace accl::pmpi;
+
+ACCL_PMPI_EXPORT int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Send(buf, count, type, dest, tag, comm);
+  return p2p_send_entry(Call::Send, buf, count, type, dest, tag, comm, SendMode::standard, nullptr, false,
+                        [&] { return PMPI_Send(buf, count, type, dest, tag, comm); });
+}
+ACCL_PMPI_EXPORT int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Bsend(buf, count, type, dest, tag, comm);
+  return p2p_send_entry(Call::Bsend, buf, count, type, dest, tag, comm, SendMode::buffered, nullptr, false,
+                        [&] { return PMPI_Bsend(buf, count, type, dest, tag, comm); });
+}
+ACCL_PMPI_EXPORT int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Ssend(buf, count, type, dest, tag, comm);
+  return p2p_send_entry(Call::Ssend, buf, count, type, dest, tag, comm, SendMode::sync, nullptr, false,
+                        [&] { return PMPI_Ssend(buf, count, type, dest, tag, comm); });
+}
+ACCL_PMPI_EXPORT int MPI_Rsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Rsend(buf, count, type, dest, tag, comm);
+  return p2p_send_entry(Call::Rsend, buf, count, type, dest, tag, comm, SendMode::ready, nullptr, false,
+                        [&] { return PMPI_Rsend(buf, count, type, dest, tag, comm); });
+}
+ACCL_PMPI_EXPORT int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                               MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Isend(buf, count, type, dest, tag, comm, req);
+  return p2p_send_entry(Call::Isend, buf, count, type, dest, tag, comm, SendMode::standard, req, false,
+                        [&] { return PMPI_Isend(buf, count, type, dest, tag, comm, req); });
+}
+ACCL_PMPI_EXPORT int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Ibsend(buf, count, type, dest, tag, comm, req);
+  return p2p_send_entry(Call::Ibsend, buf, count, type, dest, tag, comm, SendMode::buffered, req, false,
+                        [&] { return PMPI_Ibsend(buf, count, type, dest, tag, comm, req); });
+}
+ACCL_PMPI_EXPORT int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Issend(buf, count, type, dest, tag, comm, req);
+  return p2p_send_entry(Call::Issend, buf, count, type, dest, tag, comm, SendMode::sync, req, false,
+                        [&] { return PMPI_Issend(buf, count, type, dest, tag, comm, req); });
+}
+ACCL_PMPI_EXPORT int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Irsend(buf, count, type, dest, tag, comm, req);
+  return p2p_send_entry(Call::Irsend, buf, count, type, dest, tag, comm, SendMode::ready, req, false,
+                        [&] { return PMPI_Irsend(buf, count, type, dest, tag, comm, req); });
+}
+ACCL_PMPI_EXPORT int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                   MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Send_init(buf, count, type, dest, tag, comm, req);
+  return p2p_send_entry(Call::SendInit, buf, count, type, dest, tag, comm, SendMode::standard, req, true,
+                        [&] { return PMPI_Send_init(buf, count, type, dest, tag, comm, req); });
+}
+ACCL_PMPI_EXPORT int MPI_Bsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                    MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Bsend_init(buf, count, type, dest, tag, comm, req);
+  return p2p_send_entry(Call::BsendInit, buf, count, type, dest, tag, comm, SendMode::buffered, req, true,
+                        [&] { return PMPI_Bsend_init(buf, count, type, dest, tag, comm, req); });
+}
+ACCL_PMPI_EXPORT int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                    MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Ssend_init(buf, count, type, dest, tag, comm, req);
+  return p2p_send_entry(Call::SsendInit, buf, count, type, dest, tag, comm, SendMode::sync, req, true,
+                        [&] { return PMPI_Ssend_init(buf, count, type, dest, tag, comm, req); });
+}
+ACCL_PMPI_EXPORT int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                    MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Rsend_init(buf, count, type, dest, tag, comm, req);
+  return p2p_send_entry(Call::RsendInit, buf, count, type, dest, tag, comm, SendMode::ready, req, true,
+                        [&] { return PMPI_Rsend_init(buf, count, type, dest, tag, comm, req); });
+}
+
+ACCL_PMPI_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                              MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Recv(buf, count, type, source, tag, comm, status);
+  return p2p_recv_entry(Call::Recv, buf, count, type, source, tag, comm, status, nullptr, false,
+                        [&] { return PMPI_Recv(buf, count, type, source, tag, comm, status); });
+}
+ACCL_PMPI_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                               MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Irecv(buf, count, type, source, tag, comm, req);
+  return p2p_recv_entry(Call::Irecv, buf, count, type, source, tag, comm, MPI_STATUS_IGNORE, req, false,
+                        [&] { return PMPI_Irecv(buf, count, type, source, tag, comm, req); });
+}
+ACCL_PMPI_EXPORT int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                                   MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Recv_init(buf, count, type, source, tag, comm, req);
+  return p2p_recv_entry(Call::RecvInit, buf, count, type, source, tag, comm, MPI_STATUS_IGNORE, req, true,
+                        [&] { return PMPI_Recv_init(buf, count, type, source, tag, comm, req); });
+}
+
+ACCL_PMPI_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dest, int stag, void* rbuf,
+                                  int rcount, MPI_Datatype rtype, int source, int rtag, MPI_Comm comm,
+                                  MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only))
+    return PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status);
+  CallScope scope(Call::Sendrecv);
+  const uint64_t bytes = bytes_of(scount, stype) + bytes_of(rcount, rtype);
+  CommState* cs = nullptr;
+  const Reason why = p2p_route(comm, &cs);
+  if (why != Reason::Offloaded) {
+    scope.native(why, bytes, comm);
+    return PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status);
+  }
+  scope.offloaded(bytes, comm);
+  // Both halves on the engine (PROC_NULL halves natively): post the receive
+  // first, then the send, and wait for both.
+  MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  int rc = p2p_recv_entry(
+      Call::Sendrecv, rbuf, rcount, rtype, source, rtag, comm, MPI_STATUS_IGNORE, &reqs[0], false,
+      [&] { return PMPI_Irecv(rbuf, rcount, rtype, source, rtag, comm, &reqs[0]); }, false);
+  if (rc != MPI_SUCCESS) return rc;
+  rc = p2p_send_entry(
+      Call::Sendrecv, sbuf, scount, stype, dest, stag, comm, SendMode::standard, &reqs[1], false,
+      [&] { return PMPI_Isend(sbuf, scount, stype, dest, stag, comm, &reqs[1]); }, false);
+  if (rc != MPI_SUCCESS) {
+    MPI_Cancel(&reqs[0]);
+    MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
+    return rc;
+  }
+  MPI_Status st[2];
+  rc = MPI_Waitall(2, reqs, st);
+  if (status != MPI_STATUS_IGNORE) *status = st[0];
+  if (rc == MPI_ERR_IN_STATUS) rc = st[0].MPI_ERROR != MPI_SUCCESS ? st[0].MPI_ERROR : st[1].MPI_ERROR;
+  return rc;
+}
+
+ACCL_PMPI_EXPORT int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int stag, int source,
+                                          int rtag, MPI_Comm comm, MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only))
+    return PMPI_Sendrecv_replace(buf, count, type, dest, stag, source, rtag, comm, status);
+  CommState* cs = nullptr;
+  const Reason why = p2p_route(comm, &cs);
+  if (why != Reason::Offloaded) {
+    CallScope scope(Call::SendrecvReplace);
+    scope.native(why, 2 * bytes_of(count, type), comm);
+    return PMPI_Sendrecv_replace(buf, count, type, dest, stag, source, rtag, comm, status);
+  }
+  // Send a packed copy, receive into the buffer.
+  const uint64_t bytes = bytes_of(count, type);
+  std::vector<unsigned char> copy(bytes);
+  if (bytes) pack_to(copy.data(), bytes, buf, count, type);
+  return MPI_Sendrecv(copy.data(), static_cast<int>(bytes), MPI_BYTE, dest, stag, buf, count, type, source, rtag,
+                      comm, status);
+}
+
+ACCL_PMPI_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Probe(source, tag, comm, status);
+  return p2p_probe_entry(Call::Probe, source, tag, comm, true, nullptr, nullptr, status,
+                         [&] { return PMPI_Probe(source, tag, comm, status); });
+}
+ACCL_PMPI_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Iprobe(source, tag, comm, flag, status);
+  return p2p_probe_entry(Call::Iprobe, source, tag, comm, false, flag, nullptr, status,
+                         [&] { return PMPI_Iprobe(source, tag, comm, flag, status); });
+}
+ACCL_PMPI_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Mprobe(source, tag, comm, message, status);
+  return p2p_probe_entry(Call::Mprobe, source, tag, comm, true, nullptr, message, status,
+                         [&] { return PMPI_Mprobe(source, tag, comm, message, status); });
+}
+ACCL_PMPI_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
+                                 MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Improbe(source, tag, comm, flag, message, status);
+  return p2p_probe_entry(Call::Improbe, source, tag, comm, false, flag, message, status,
+                         [&] { return PMPI_Improbe(source, tag, comm, flag, message, status); });
+}
+ACCL_PMPI_EXPORT int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Mrecv(buf, count, type, message, status);
+  return p2p_mrecv_entry(Call::Mrecv, buf, count, type, message, status, nullptr);
+}
+ACCL_PMPI_EXPORT int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Imrecv(buf, count, type, message, req);
+  return p2p_mrecv_entry(Call::Imrecv, buf, count, type, message, MPI_STATUS_IGNORE, req);
+}

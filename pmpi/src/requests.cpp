@@ -1,0 +1,573 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Shadow requests: the MPI_Request handles of offloaded non-blocking
+// operations, and the whole Wait/Test family that must understand them.
+//
+// Handles are addresses inside one reserved pool, so "is this ours?" is a
+// range check, and a request costs no allocation once its pool slot exists.
+// Open MPI never sees a shadow handle: every call that takes requests is
+// intercepted here. Arrays mixing shadow and native requests are served by
+// polling both sides (the native ones through PMPI_Test*), which keeps MPI's
+// rules for null and inactive persistent requests intact.
+#include "pmpi.hpp"
+
+#include <sys/mman.h>
+
+#include <climits>
+#include <new>
+
+namespace accl::pmpi {
+
+namespace {
+constexpr uint32_t kCapacity = 1u << 16;
+constexpr uint32_t kNone = UINT32_MAX;
+ShadowReq* g_pool = nullptr;
+uint32_t g_constructed = 0;
+uint32_t g_free_head = kNone;
+}  // namespace
+
+void requests_init() {
+  if (g_pool != nullptr) return;
+  // Address space only: pages are committed as slots get used.
+  void* p = mmap(nullptr, size_t{kCapacity} * sizeof(ShadowReq), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  g_pool = static_cast<ShadowReq*>(p);
+}
+
+void requests_teardown() {
+  // Wrappers and outstanding device requests go before the driver does.
+  for (uint32_t i = 0; i < g_constructed; ++i) {
+    ShadowReq& r = g_pool[i];
+    for (auto& d : r.r) d.reset();
+    for (auto& b : r.held.b) b.reset();
+    r.held.s[0] = r.held.s[1] = nullptr;  // the staging pool is freed wholesale
+    r.env_buf.reset();
+    r.aux_buf.reset();
+  }
+}
+
+bool is_shadow(const void* handle) {
+  const auto a = reinterpret_cast<uintptr_t>(handle);
+  const auto b = reinterpret_cast<uintptr_t>(g_pool);
+  return g_pool != nullptr && a - b < size_t{kCapacity} * sizeof(ShadowReq);
+}
+
+ShadowReq* shadow_alloc(ReqKind kind, Call call) {
+  uint32_t i;
+  if (g_free_head != kNone) {
+    i = g_free_head;
+    g_free_head = g_pool[i].next_free;
+  } else {
+    if (g_constructed == kCapacity)
+      throw std::runtime_error("more than 65536 offloaded requests outstanding");
+    i = g_constructed++;
+    new (&g_pool[i]) ShadowReq();
+    g_pool[i].index = i;
+  }
+  ShadowReq* r = &g_pool[i];
+  r->kind = kind;
+  r->call = call;
+  r->persistent = r->active = r->complete = r->user_freed = r->detached = r->cancelled = r->in_flight = false;
+  r->mode = SendMode::standard;
+  r->rstate = RecvState::inactive;
+  r->cs = nullptr;
+  r->comm = MPI_COMM_NULL;
+  r->buf = nullptr;
+  r->count = 0;
+  r->type = MPI_DATATYPE_NULL;
+  r->peer = r->tag = 0;
+  r->send_src = nullptr;
+  r->post = PostCopy{};
+  r->self_sync = nullptr;
+  r->error = MPI_SUCCESS;
+  r->error_text.clear();
+  r->next_posted = r->prev_flight = r->next_flight = nullptr;
+  set_empty_status(&r->status);
+  return r;
+}
+
+void shadow_free(ShadowReq* r) {
+  for (auto& d : r->r) d.reset();
+  r->held.release();
+  r->self_data.clear();
+  CommState* cs = r->cs;
+  r->cs = nullptr;
+  r->kind = ReqKind::free;
+  r->next_free = g_free_head;
+  g_free_head = r->index;
+  if (cs != nullptr) comm_release(cs);
+}
+
+MPI_Fint shadow_c2f(ShadowReq* r) { return -static_cast<MPI_Fint>(r->index) - 2; }
+
+ShadowReq* shadow_f2c(MPI_Fint f) {
+  if (f > -2 || g_pool == nullptr) return nullptr;
+  const auto i = static_cast<uint32_t>(-(static_cast<int64_t>(f) + 2));
+  if (i >= g_constructed || g_pool[i].kind == ReqKind::free) return nullptr;
+  return &g_pool[i];
+}
+
+void set_empty_status(MPI_Status* status) {
+  if (status == MPI_STATUS_IGNORE) return;
+  status->MPI_SOURCE = MPI_ANY_SOURCE;
+  status->MPI_TAG = MPI_ANY_TAG;
+  status->MPI_ERROR = MPI_SUCCESS;
+  PMPI_Status_set_elements_x(status, MPI_BYTE, 0);
+  PMPI_Status_set_cancelled(status, 0);
+}
+
+namespace {
+
+struct Outcome {
+  int error = MPI_SUCCESS;
+  std::string text;
+  MPI_Comm comm = MPI_COMM_NULL;
+  Call call = Call::Send;
+};
+
+// mu held. Copies the status out and frees (or deactivates) the request.
+Outcome take(ShadowReq* r, MPI_Status* status) {
+  Outcome o{r->error, r->error_text, r->comm, r->call};
+  if (status != MPI_STATUS_IGNORE) {
+    if (r->kind == ReqKind::recv || r->cancelled) {
+      *status = r->status;
+    } else {
+      set_empty_status(status);
+      status->MPI_ERROR = r->error;
+    }
+  }
+  if (r->persistent) {
+    r->active = false;
+    r->complete = false;
+    r->cancelled = false;
+    r->error = MPI_SUCCESS;
+    r->error_text.clear();
+  } else {
+    shadow_free(r);
+  }
+  return o;
+}
+
+// Reports an outcome through the comm's error handler.
+int report(const Outcome& o) {
+  if (o.error == MPI_SUCCESS) return MPI_SUCCESS;
+  if (o.error == MPI_ERR_TRUNCATE) {
+    MPI_Comm comm = o.comm == MPI_COMM_NULL ? MPI_COMM_WORLD : o.comm;
+    PMPI_Comm_call_errhandler(comm, MPI_ERR_TRUNCATE);
+    return MPI_ERR_TRUNCATE;
+  }
+  return raise_error(o.comm, o.call, o.error, o.text);
+}
+
+bool ready(const ShadowReq* r) { return !r->active || r->complete; }
+
+bool any_shadow(int n, const MPI_Request* reqs) {
+  for (int i = 0; i < n; ++i)
+    if (is_shadow(reqs[i])) return true;
+  return false;
+}
+
+// The native requests of a mixed array, compacted for PMPI_Test*.
+struct NativePart {
+  std::vector<int> where;
+  std::vector<MPI_Request> reqs;
+  std::vector<MPI_Status> statuses;
+  NativePart(int n, const MPI_Request* all) {
+    for (int i = 0; i < n; ++i)
+      if (!is_shadow(all[i])) {
+        where.push_back(i);
+        reqs.push_back(all[i]);
+      }
+    statuses.resize(reqs.size());
+  }
+  int size() const { return static_cast<int>(reqs.size()); }
+  void write_back(MPI_Request* all) const {
+    for (size_t k = 0; k < where.size(); ++k) all[where[k]] = reqs[k];
+  }
+};
+
+}  // namespace
+
+int request_finish(ShadowReq* r, MPI_Status* status) {
+  Outcome o;
+  {
+    std::lock_guard<std::mutex> lock(state().mu);
+    o = take(r, status);
+  }
+  return report(o);
+}
+
+namespace {
+
+int wait_one(MPI_Request* req, MPI_Status* status) {
+  ShadowReq* r = as_shadow(*req);
+  if (!r->active) {
+    set_empty_status(status);
+    return MPI_SUCCESS;
+  }
+  wait_until([&] { return r->complete; });
+  const bool persistent = r->persistent;
+  const int rc = request_finish(r, status);
+  if (!persistent) *req = MPI_REQUEST_NULL;
+  return rc;
+}
+
+int test_one(MPI_Request* req, int* flag, MPI_Status* status) {
+  ShadowReq* r = as_shadow(*req);
+  bool done;
+  {
+    std::lock_guard<std::mutex> lock(state().mu);
+    progress_locked();
+    done = ready(r);
+  }
+  if (!done) {
+    *flag = 0;
+    native_progress();
+    return MPI_SUCCESS;
+  }
+  *flag = 1;
+  if (!r->active) {
+    set_empty_status(status);
+    return MPI_SUCCESS;
+  }
+  const bool persistent = r->persistent;
+  const int rc = request_finish(r, status);
+  if (!persistent) *req = MPI_REQUEST_NULL;
+  return rc;
+}
+
+// Finishes shadow request i of an array (mu held); remembers the first error.
+void take_into(MPI_Request* reqs, int i, MPI_Status* status, Outcome* first) {
+  ShadowReq* r = as_shadow(reqs[i]);
+  if (!r->active) {
+    set_empty_status(status);
+    return;
+  }
+  const bool persistent = r->persistent;
+  Outcome o = take(r, status);
+  if (!persistent) reqs[i] = MPI_REQUEST_NULL;
+  if (o.error != MPI_SUCCESS && first->error == MPI_SUCCESS) *first = o;
+}
+
+MPI_Status* status_at(MPI_Status* statuses, int i) {
+  return statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i];
+}
+
+int array_result(const Outcome& first, int native_rc, MPI_Status* statuses) {
+  if (first.error != MPI_SUCCESS) {
+    report(first);
+    return statuses == MPI_STATUSES_IGNORE ? first.error : MPI_ERR_IN_STATUS;
+  }
+  return native_rc;
+}
+
+int waitall_mixed(int n, MPI_Request* reqs, MPI_Status* statuses) {
+  NativePart nat(n, reqs);
+  bool natives_done = nat.size() == 0;
+  int native_rc = MPI_SUCCESS;
+  unsigned spins = 0;
+  State& st = state();
+  for (;;) {
+    bool shadows_done = true;
+    {
+      std::lock_guard<std::mutex> lock(st.mu);
+      progress_locked();
+      for (int i = 0; i < n && shadows_done; ++i)
+        if (is_shadow(reqs[i]) && !ready(as_shadow(reqs[i]))) shadows_done = false;
+    }
+    if (!natives_done) {
+      int flag = 0;
+      native_rc = PMPI_Testall(nat.size(), nat.reqs.data(), &flag, nat.statuses.data());
+      natives_done = flag || native_rc != MPI_SUCCESS;
+    }
+    if (natives_done && shadows_done) break;
+    poll_pause(spins);
+  }
+  nat.write_back(reqs);
+  if (statuses != MPI_STATUSES_IGNORE)
+    for (size_t k = 0; k < nat.where.size(); ++k) statuses[nat.where[k]] = nat.statuses[k];
+  Outcome first;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    for (int i = 0; i < n; ++i)
+      if (is_shadow(reqs[i])) take_into(reqs, i, status_at(statuses, i), &first);
+  }
+  return array_result(first, native_rc, statuses);
+}
+
+int testall_mixed(int n, MPI_Request* reqs, int* flag, MPI_Status* statuses) {
+  State& st = state();
+  bool shadows_done = true;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    progress_locked();
+    for (int i = 0; i < n && shadows_done; ++i)
+      if (is_shadow(reqs[i]) && !ready(as_shadow(reqs[i]))) shadows_done = false;
+  }
+  if (!shadows_done) {
+    // MPI: when the answer is "not all", no request may be touched.
+    *flag = 0;
+    native_progress();
+    return MPI_SUCCESS;
+  }
+  NativePart nat(n, reqs);
+  int native_rc = MPI_SUCCESS;
+  if (nat.size() > 0) {
+    int nflag = 0;
+    native_rc = PMPI_Testall(nat.size(), nat.reqs.data(), &nflag, nat.statuses.data());
+    if (!nflag && native_rc == MPI_SUCCESS) {
+      *flag = 0;
+      return MPI_SUCCESS;
+    }
+    nat.write_back(reqs);
+    if (statuses != MPI_STATUSES_IGNORE)
+      for (size_t k = 0; k < nat.where.size(); ++k) statuses[nat.where[k]] = nat.statuses[k];
+  }
+  *flag = 1;
+  Outcome first;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    for (int i = 0; i < n; ++i)
+      if (is_shadow(reqs[i])) take_into(reqs, i, status_at(statuses, i), &first);
+  }
+  return array_result(first, native_rc, statuses);
+}
+
+// One pass of Waitany/Testany. Returns true when it has an answer.
+bool any_pass(int n, MPI_Request* reqs, int* index, MPI_Status* status, int* rc) {
+  State& st = state();
+  int found = -1;
+  int active_shadows = 0;
+  Outcome first;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    progress_locked();
+    for (int i = 0; i < n; ++i) {
+      if (!is_shadow(reqs[i])) continue;
+      ShadowReq* r = as_shadow(reqs[i]);
+      if (!r->active) continue;
+      ++active_shadows;
+      if (found < 0 && r->complete) found = i;
+    }
+    if (found >= 0) take_into(reqs, found, status, &first);
+  }
+  if (found >= 0) {
+    *index = found;
+    *rc = report(first);
+    return true;
+  }
+  NativePart nat(n, reqs);
+  bool natives_idle = true;
+  if (nat.size() > 0) {
+    int flag = 0, idx = MPI_UNDEFINED;
+    MPI_Status s;
+    const int nrc = PMPI_Testany(nat.size(), nat.reqs.data(), &idx, &flag, &s);
+    if (flag && idx != MPI_UNDEFINED) {
+      nat.write_back(reqs);
+      *index = nat.where[static_cast<size_t>(idx)];
+      if (status != MPI_STATUS_IGNORE) *status = s;
+      *rc = nrc;
+      return true;
+    }
+    natives_idle = flag != 0;  // every native one is null or inactive
+  }
+  if (natives_idle && active_shadows == 0) {
+    *index = MPI_UNDEFINED;
+    set_empty_status(status);
+    *rc = MPI_SUCCESS;
+    return true;
+  }
+  return false;
+}
+
+// One pass of Waitsome/Testsome.
+bool some_pass(int n, MPI_Request* reqs, int* outcount, int* indices, MPI_Status* statuses, int* rc) {
+  State& st = state();
+  NativePart nat(n, reqs);
+  int nout = 0;
+  std::vector<int> nind(static_cast<size_t>(nat.size()));
+  int native_rc = MPI_SUCCESS;
+  if (nat.size() > 0)
+    native_rc = PMPI_Testsome(nat.size(), nat.reqs.data(), &nout, nind.data(), nat.statuses.data());
+  const bool natives_idle = nat.size() == 0 || nout == MPI_UNDEFINED;
+  int count = 0;
+  if (nout != MPI_UNDEFINED) {
+    nat.write_back(reqs);
+    for (int k = 0; k < nout; ++k) {
+      indices[count] = nat.where[static_cast<size_t>(nind[static_cast<size_t>(k)])];
+      if (statuses != MPI_STATUSES_IGNORE) statuses[count] = nat.statuses[static_cast<size_t>(k)];
+      ++count;
+    }
+  }
+  int active_shadows = 0;
+  Outcome first;
+  {
+    std::lock_guard<std::mutex> lock(st.mu);
+    progress_locked();
+    for (int i = 0; i < n; ++i) {
+      if (!is_shadow(reqs[i])) continue;
+      ShadowReq* r = as_shadow(reqs[i]);
+      if (!r->active) continue;
+      ++active_shadows;
+      if (!r->complete) continue;
+      indices[count] = i;
+      take_into(reqs, i, status_at(statuses, count), &first);
+      ++count;
+    }
+  }
+  if (count > 0) {
+    *outcount = count;
+    *rc = array_result(first, native_rc, statuses);
+    return true;
+  }
+  if (natives_idle && active_shadows == 0) {
+    *outcount = MPI_UNDEFINED;
+    *rc = native_rc;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+}  // namespace accl::pmpi
+
+using namespace accl::pmpi;
+
+ACCL_PMPI_EXPORT int MPI_Wait(MPI_Request* req, MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only) || !is_shadow(*req)) return PMPI_Wait(req, status);
+  return wait_one(req, status);
+}
+
+ACCL_PMPI_EXPORT int MPI_Test(MPI_Request* req, int* flag, MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only) || !is_shadow(*req)) return PMPI_Test(req, flag, status);
+  return test_one(req, flag, status);
+}
+
+ACCL_PMPI_EXPORT int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[]) {
+  if (ACCL_LIKELY(g_native_only) || !any_shadow(n, reqs)) return PMPI_Waitall(n, reqs, statuses);
+  return waitall_mixed(n, reqs, statuses);
+}
+
+ACCL_PMPI_EXPORT int MPI_Testall(int n, MPI_Request reqs[], int* flag, MPI_Status statuses[]) {
+  if (ACCL_LIKELY(g_native_only) || !any_shadow(n, reqs)) return PMPI_Testall(n, reqs, flag, statuses);
+  return testall_mixed(n, reqs, flag, statuses);
+}
+
+ACCL_PMPI_EXPORT int MPI_Waitany(int n, MPI_Request reqs[], int* index, MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only) || !any_shadow(n, reqs)) return PMPI_Waitany(n, reqs, index, status);
+  unsigned spins = 0;
+  int rc = MPI_SUCCESS;
+  while (!any_pass(n, reqs, index, status, &rc)) poll_pause(spins);
+  return rc;
+}
+
+ACCL_PMPI_EXPORT int MPI_Testany(int n, MPI_Request reqs[], int* index, int* flag, MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only) || !any_shadow(n, reqs)) return PMPI_Testany(n, reqs, index, flag, status);
+  int rc = MPI_SUCCESS;
+  if (any_pass(n, reqs, index, status, &rc)) {
+    *flag = 1;
+  } else {
+    *flag = 0;
+    *index = MPI_UNDEFINED;
+  }
+  return rc;
+}
+
+ACCL_PMPI_EXPORT int MPI_Waitsome(int n, MPI_Request reqs[], int* outcount, int indices[], MPI_Status statuses[]) {
+  if (ACCL_LIKELY(g_native_only) || !any_shadow(n, reqs))
+    return PMPI_Waitsome(n, reqs, outcount, indices, statuses);
+  unsigned spins = 0;
+  int rc = MPI_SUCCESS;
+  while (!some_pass(n, reqs, outcount, indices, statuses, &rc)) poll_pause(spins);
+  return rc;
+}
+
+ACCL_PMPI_EXPORT int MPI_Testsome(int n, MPI_Request reqs[], int* outcount, int indices[], MPI_Status statuses[]) {
+  if (ACCL_LIKELY(g_native_only) || !any_shadow(n, reqs))
+    return PMPI_Testsome(n, reqs, outcount, indices, statuses);
+  int rc = MPI_SUCCESS;
+  if (!some_pass(n, reqs, outcount, indices, statuses, &rc)) *outcount = 0;
+  return rc;
+}
+
+ACCL_PMPI_EXPORT int MPI_Request_get_status(MPI_Request req, int* flag, MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only) || !is_shadow(req)) return PMPI_Request_get_status(req, flag, status);
+  ShadowReq* r = as_shadow(req);
+  std::lock_guard<std::mutex> lock(state().mu);
+  progress_locked();
+  if (!r->active) {
+    *flag = 1;
+    set_empty_status(status);
+  } else if (r->complete) {
+    *flag = 1;
+    if (status != MPI_STATUS_IGNORE) {
+      if (r->kind == ReqKind::recv || r->cancelled) *status = r->status;
+      else set_empty_status(status);
+    }
+  } else {
+    *flag = 0;
+  }
+  return MPI_SUCCESS;
+}
+
+ACCL_PMPI_EXPORT int MPI_Request_free(MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only) || !is_shadow(*req)) return PMPI_Request_free(req);
+  ShadowReq* r = as_shadow(*req);
+  {
+    std::lock_guard<std::mutex> lock(state().mu);
+    if (!r->active || r->complete) shadow_free(r);
+    else r->user_freed = true;  // freed by progress once the operation completes
+  }
+  *req = MPI_REQUEST_NULL;
+  return MPI_SUCCESS;
+}
+
+ACCL_PMPI_EXPORT int MPI_Cancel(MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only) || !is_shadow(*req)) return PMPI_Cancel(req);
+  std::lock_guard<std::mutex> lock(state().mu);
+  // Only a receive that has not matched yet can be cancelled; sends and
+  // matched receives complete normally (MPI allows a cancel to fail).
+  p2p_cancel(as_shadow(*req));
+  return MPI_SUCCESS;
+}
+
+ACCL_PMPI_EXPORT int MPI_Start(MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only) || !is_shadow(*req)) return PMPI_Start(req);
+  ShadowReq* r = as_shadow(*req);
+  std::string text;
+  int code = MPI_SUCCESS;
+  {
+    std::lock_guard<std::mutex> lock(state().mu);
+    try {
+      if (r->kind == ReqKind::send) p2p_start_send(r);
+      else p2p_start_recv(r);
+    } catch (...) {
+      code = error_code_from_current_exception(r->call, &text);
+      flight_remove(r);
+      r->active = false;
+    }
+  }
+  if (code != MPI_SUCCESS) return raise_error(r->comm, r->call, code, text);
+  return MPI_SUCCESS;
+}
+
+ACCL_PMPI_EXPORT int MPI_Startall(int n, MPI_Request reqs[]) {
+  if (ACCL_LIKELY(g_native_only) || !any_shadow(n, reqs)) return PMPI_Startall(n, reqs);
+  for (int i = 0; i < n; ++i) {
+    const int rc = MPI_Start(&reqs[i]);
+    if (rc != MPI_SUCCESS) return rc;
+  }
+  return MPI_SUCCESS;
+}
+
+ACCL_PMPI_EXPORT MPI_Fint MPI_Request_c2f(MPI_Request req) {
+  if (is_shadow(req)) return shadow_c2f(as_shadow(req));
+  return PMPI_Request_c2f(req);
+}
+
+ACCL_PMPI_EXPORT MPI_Request MPI_Request_f2c(MPI_Fint f) {
+  if (ShadowReq* r = shadow_f2c(f)) return as_request(r);
+  return PMPI_Request_f2c(f);
+}

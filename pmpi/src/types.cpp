@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// MPI datatypes and ops -> device types and reduce functions.
+//
+// Predefined types are mapped by class and size, not by handle, so C and
+// Fortran names of the same thing (MPI_INT, MPI_INT32_T, MPI_INTEGER) behave
+// alike. Derived types are flattened through PMPI_Type_get_envelope/contents:
+// a type whose basic elements all have one class and size and whose layout
+// has no gaps (lb == true lb == 0, extent == true extent == size) is
+// "n elements of that basic type". The result for a derived type is cached
+// in a datatype attribute, which MPI deletes with the type.
+#include "pmpi.hpp"
+
+#include <climits>
+
+namespace accl::pmpi {
+
+namespace {
+
+struct Predef {
+  MPI_Datatype type;
+  ElemClass cls;
+};
+std::vector<std::pair<MPI_Datatype, TypeInfo>> g_predef;
+
+TypeInfo layout(MPI_Datatype type) {
+  TypeInfo t;
+  int size = 0;
+  MPI_Count lb = 0, extent = 0, tlb = 0, textent = 0;
+  if (PMPI_Type_size(type, &size) != MPI_SUCCESS) return t;
+  PMPI_Type_get_extent_x(type, &lb, &extent);
+  PMPI_Type_get_true_extent_x(type, &tlb, &textent);
+  t.size = size;
+  t.extent = extent;
+  t.contiguous = size > 0 && lb == 0 && tlb == 0 && extent == size && textent == size;
+  return t;
+}
+
+const TypeInfo* find_predef(MPI_Datatype type) {
+  for (const auto& p : g_predef)
+    if (p.first == type) return &p.second;
+  return nullptr;
+}
+
+// Class and element size of the basic elements of `type`; false when they
+// are mixed or unknown.
+bool flatten(MPI_Datatype type, ElemClass* cls, int* esize, int depth) {
+  if (depth > 16) return false;
+  if (const TypeInfo* p = find_predef(type)) {
+    if (p->cls == ElemClass::none) return false;
+    *cls = p->cls;
+    *esize = p->elem_size;
+    return true;
+  }
+  int ni = 0, na = 0, nd = 0, combiner = 0;
+  if (PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner) != MPI_SUCCESS) return false;
+  if (combiner == MPI_COMBINER_NAMED) return false;  // a named type missing from the table
+  if (nd < 1) return false;
+  std::vector<int> ints(static_cast<size_t>(ni));
+  std::vector<MPI_Aint> addrs(static_cast<size_t>(na));
+  std::vector<MPI_Datatype> types(static_cast<size_t>(nd));
+  if (PMPI_Type_get_contents(type, ni, na, nd, ints.data(), addrs.data(), types.data()) != MPI_SUCCESS)
+    return false;
+  bool ok = true;
+  bool first = true;
+  for (MPI_Datatype child : types) {
+    ElemClass c = ElemClass::none;
+    int e = 0;
+    if (ok) {
+      if (!flatten(child, &c, &e, depth + 1)) {
+        ok = false;
+      } else if (first) {
+        *cls = c;
+        *esize = e;
+        first = false;
+      } else if (c != *cls || e != *esize) {
+        ok = false;
+      }
+    }
+    // get_contents hands out new references to derived children.
+    int cni = 0, cna = 0, cnd = 0, ccomb = 0;
+    PMPI_Type_get_envelope(child, &cni, &cna, &cnd, &ccomb);
+    if (ccomb != MPI_COMBINER_NAMED) PMPI_Type_free(&child);
+  }
+  return ok && !first;
+}
+
+int type_delete_fn(MPI_Datatype, int, void* attr, void*) {
+  delete static_cast<TypeInfo*>(attr);
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+void types_init() {
+  g_predef.clear();
+  const Predef table[] = {
+      // most used first: the table is scanned linearly
+      {MPI_FLOAT, ElemClass::flt},
+      {MPI_DOUBLE, ElemClass::flt},
+      {MPI_INT, ElemClass::sint},
+      {MPI_LONG, ElemClass::sint},
+      {MPI_BYTE, ElemClass::other},
+      {MPI_CHAR, ElemClass::other},
+      {MPI_UNSIGNED, ElemClass::uint},
+      {MPI_UNSIGNED_LONG, ElemClass::uint},
+      {MPI_LONG_LONG_INT, ElemClass::sint},
+      {MPI_LONG_LONG, ElemClass::sint},
+      {MPI_UNSIGNED_LONG_LONG, ElemClass::uint},
+      {MPI_SHORT, ElemClass::sint},
+      {MPI_UNSIGNED_SHORT, ElemClass::uint},
+      {MPI_SIGNED_CHAR, ElemClass::sint},
+      {MPI_UNSIGNED_CHAR, ElemClass::uint},
+      {MPI_INT8_T, ElemClass::sint},
+      {MPI_INT16_T, ElemClass::sint},
+      {MPI_INT32_T, ElemClass::sint},
+      {MPI_INT64_T, ElemClass::sint},
+      {MPI_UINT8_T, ElemClass::uint},
+      {MPI_UINT16_T, ElemClass::uint},
+      {MPI_UINT32_T, ElemClass::uint},
+      {MPI_UINT64_T, ElemClass::uint},
+      {MPI_AINT, ElemClass::sint},
+      {MPI_OFFSET, ElemClass::sint},
+      {MPI_COUNT, ElemClass::sint},
+      {MPI_LONG_DOUBLE, ElemClass::flt},
+      {MPI_C_FLOAT_COMPLEX, ElemClass::cplx},
+      {MPI_C_DOUBLE_COMPLEX, ElemClass::cplx},
+      {MPI_C_LONG_DOUBLE_COMPLEX, ElemClass::cplx},
+      {MPI_C_BOOL, ElemClass::other},
+      {MPI_WCHAR, ElemClass::other},
+      {MPI_PACKED, ElemClass::other},
+      // Fortran
+      {MPI_INTEGER, ElemClass::sint},
+      {MPI_REAL, ElemClass::flt},
+      {MPI_DOUBLE_PRECISION, ElemClass::flt},
+      {MPI_COMPLEX, ElemClass::cplx},
+      {MPI_DOUBLE_COMPLEX, ElemClass::cplx},
+      {MPI_LOGICAL, ElemClass::other},
+      {MPI_CHARACTER, ElemClass::other},
+#ifdef MPI_INTEGER1
+      {MPI_INTEGER1, ElemClass::sint},
+#endif
+#ifdef MPI_INTEGER2
+      {MPI_INTEGER2, ElemClass::sint},
+#endif
+#ifdef MPI_INTEGER4
+      {MPI_INTEGER4, ElemClass::sint},
+#endif
+#ifdef MPI_INTEGER8
+      {MPI_INTEGER8, ElemClass::sint},
+#endif
+#ifdef MPI_REAL4
+      {MPI_REAL4, ElemClass::flt},
+#endif
+#ifdef MPI_REAL8
+      {MPI_REAL8, ElemClass::flt},
+#endif
+#ifdef MPI_COMPLEX8
+      {MPI_COMPLEX8, ElemClass::cplx},
+#endif
+#ifdef MPI_COMPLEX16
+      {MPI_COMPLEX16, ElemClass::cplx},
+#endif
+      // pair types (MINLOC/MAXLOC): movable as bytes, never reduced here
+      {MPI_2INT, ElemClass::none},
+      {MPI_FLOAT_INT, ElemClass::none},
+      {MPI_DOUBLE_INT, ElemClass::none},
+      {MPI_LONG_INT, ElemClass::none},
+      {MPI_SHORT_INT, ElemClass::none},
+      {MPI_LONG_DOUBLE_INT, ElemClass::none},
+      {MPI_2REAL, ElemClass::none},
+      {MPI_2DOUBLE_PRECISION, ElemClass::none},
+      {MPI_2INTEGER, ElemClass::none},
+  };
+  for (const Predef& p : table) {
+    if (p.type == MPI_DATATYPE_NULL) continue;
+    TypeInfo t = layout(p.type);
+    if (t.size <= 0) continue;  // a Fortran type this build of Open MPI lacks
+    t.cls = p.cls;
+    t.elem_size = static_cast<uint8_t>(t.size);
+    g_predef.emplace_back(p.type, t);
+  }
+  State& st = state();
+  if (st.type_keyval == MPI_KEYVAL_INVALID)
+    PMPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, type_delete_fn, &st.type_keyval, nullptr);
+}
+
+TypeInfo type_info(MPI_Datatype type) {
+  if (const TypeInfo* p = find_predef(type)) return *p;
+  if (type == MPI_DATATYPE_NULL) return {};
+  State& st = state();
+  void* cached = nullptr;
+  int flag = 0;
+  if (st.type_keyval != MPI_KEYVAL_INVALID &&
+      PMPI_Type_get_attr(type, st.type_keyval, &cached, &flag) == MPI_SUCCESS && flag)
+    return *static_cast<TypeInfo*>(cached);
+  TypeInfo t = layout(type);
+  ElemClass cls = ElemClass::none;
+  int esize = 0;
+  if (flatten(type, &cls, &esize, 0)) {
+    t.cls = cls;
+    t.elem_size = static_cast<uint8_t>(esize);
+  }
+  if (st.type_keyval != MPI_KEYVAL_INVALID) {
+    auto* copy = new TypeInfo(t);
+    if (PMPI_Type_set_attr(type, st.type_keyval, copy) != MPI_SUCCESS) delete copy;
+  }
+  return t;
+}
+
+Movement movement(uint64_t bytes) {
+  Movement m;
+  // Data movement is type-blind: any payload travels as 32-bit words. The
+  // default arithmetic configurations have no int8 entry, so byte counts
+  // that are not a multiple of 4 cannot be described to the device.
+  if (bytes % 4 == 0 && bytes / 4 <= UINT_MAX) {
+    m.dtype = dataType::int32;
+    m.elems = bytes / 4;
+  } else if (bytes % 8 == 0 && bytes / 8 <= UINT_MAX) {
+    m.dtype = dataType::int64;
+    m.elems = bytes / 8;
+  }
+  return m;
+}
+
+ReductionType reduction_type(const TypeInfo& info, MPI_Op op) {
+  State& st = state();
+  ReductionType r;
+  if (op == MPI_SUM) {
+    r.func = reduceFunction::SUM;
+  } else if (op == MPI_MAX) {
+    r.func = reduceFunction::MAX;
+  } else if (op == MPI_MIN) {
+    r.func = reduceFunction::MIN;
+    if (!st.can_min) r.reason = Reason::OpDevice;
+  } else if (op == MPI_PROD) {
+    r.func = reduceFunction::PROD;
+    if (!st.can_prod) r.reason = Reason::OpDevice;
+  } else {
+    r.reason = Reason::Op;  // user ops, MINLOC/MAXLOC, logical, bitwise, REPLACE, NO_OP
+  }
+  if (r.reason != Reason::Offloaded) return r;
+  if (info.cls == ElemClass::none || info.cls == ElemClass::other || info.size <= 0) {
+    r.reason = Reason::Datatype;
+    return r;
+  }
+  if (!info.contiguous) {
+    r.reason = Reason::NonContiguous;
+    return r;
+  }
+  const bool ordered = r.func == reduceFunction::MAX || r.func == reduceFunction::MIN;
+  switch (info.cls) {
+    case ElemClass::sint:
+      if (info.elem_size == 4) r.dtype = dataType::int32;
+      else if (info.elem_size == 8) r.dtype = dataType::int64;
+      break;
+    case ElemClass::uint:
+      // Two's complement sums and products are the same bits for unsigned
+      // operands; ordering is not.
+      if (ordered) {
+        r.reason = Reason::TypeOp;
+        return r;
+      }
+      if (info.elem_size == 4) r.dtype = dataType::int32;
+      else if (info.elem_size == 8) r.dtype = dataType::int64;
+      break;
+    case ElemClass::flt:
+      if (info.elem_size == 4) r.dtype = dataType::float32;
+      else if (info.elem_size == 8) r.dtype = dataType::float64;
+      break;
+    case ElemClass::cplx:
+      // A complex sum is two independent real sums; nothing else is.
+      if (r.func != reduceFunction::SUM) {
+        r.reason = Reason::TypeOp;
+        return r;
+      }
+      if (info.elem_size == 8) r.dtype = dataType::float32;
+      else if (info.elem_size == 16) r.dtype = dataType::float64;
+      break;
+    default:
+      break;
+  }
+  if (r.dtype == dataType::none) {
+    r.reason = Reason::Datatype;
+    return r;
+  }
+  r.elems_per_item = static_cast<uint64_t>(info.size) / abi::data_type_bytes(r.dtype);
+  return r;
+}
+
+}  // namespace accl::pmpi
