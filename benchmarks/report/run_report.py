@@ -1,0 +1,1101 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""One-command performance report: native Open MPI vs ACCL offload (PMPI layer).
+
+For every OSU-style benchmark and rank count it runs the program natively and
+under LD_PRELOAD=<build>/pmpi/libaccl_pmpi.so with ACCL_FALLBACK=error (a call
+that would fall back aborts the run, so a fallback can never pass as offload),
+alternating native and ACCL runs, and keeps the best of each over the repeats.
+It then adds
+  * pure-interposition cost: valgrind --tool=callgrind, ACCL_OFFLOAD=off vs
+    native, 8 B latency and allreduce: extra instructions per call;
+  * resident memory per rank (native vs ACCL) from the programs' VmHWM line;
+  * the in-process driver benchmark (accl-bench-core) with its targets;
+  * a scale section: 8 ranks oversubscribed, and accl-bench-core up to 16
+    in-process CCLOs next to the ring model.
+Outputs (in --out, default docs/report-<date>/): results.csv, report.md,
+PNG plots, core*.csv and every raw log under logs/.
+
+Usage: benchmarks/report/run_report.py [--build DIR] [--out DIR] [--quick] ...
+See benchmarks/README.md and --help.
+"""
+
+import argparse
+import csv
+import datetime
+import importlib
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+
+# name -> (kind, default extra args). kind: "lat" (µs, lower is better) or "bw" (MB/s, higher is better).
+BENCHMARKS = {
+    "latency": ("lat", []),
+    "bw": ("bw", []),
+    "bibw": ("bw", []),
+    "allreduce": ("lat", []),
+    "bcast": ("lat", []),
+    "reduce": ("lat", []),
+    "allgather": ("lat", []),
+    "gather": ("lat", []),
+    "scatter": ("lat", []),
+    "reduce_scatter": ("lat", []),
+    "alltoall": ("lat", []),
+    "barrier": ("lat", []),
+}
+PT2PT = {"latency", "bw", "bibw"}
+SCALE_BENCHMARKS = ["allreduce", "bcast", "alltoall", "barrier"]
+
+
+def log(msg):
+    print("[report] " + msg, flush=True)
+
+
+# ----------------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------------
+def human(n):
+    n = int(n)
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= (1 << shift) and n % (1 << shift) == 0:
+            return "%d%s" % (n >> shift, unit)
+    return str(n)
+
+
+def parse_bytes(text):
+    m = re.fullmatch(r"(\d+)([KkMmGg]?)", text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError("bad size %r" % text)
+    return int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()]
+
+
+def run(cmd, env=None, timeout=600, log_path=None):
+    """Runs cmd; returns (rc, stdout, stderr, seconds). Never raises on failure."""
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        rc, out, err = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        rc = 124
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = (e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or ""))
+        err += "\n[report] TIMEOUT after %d s\n" % timeout
+    except OSError as e:
+        rc, out, err = 127, "", str(e)
+    dt = time.time() - t0
+    if log_path:
+        with open(log_path, "w") as f:
+            f.write("$ " + " ".join(shlex.quote(c) for c in cmd) + "\n")
+            f.write("# rc=%d, %.1f s\n" % (rc, dt))
+            f.write("## stdout\n" + out + "\n## stderr\n" + err)
+    return rc, out, err, dt
+
+
+def first_error_line(err, out):
+    for text in (err, out):
+        for line in text.splitlines():
+            low = line.lower()
+            if any(k in low for k in ("error", "abort", "fallback", "mismatch", "timeout", "fail", "signal")):
+                return line.strip()[:160]
+    lines = [l for l in (err or out).splitlines() if l.strip()]
+    return lines[-1].strip()[:160] if lines else "no output"
+
+
+def parse_osu(text):
+    """OSU-format output -> (kind, {size: value}, rss_kib or None, validation_ok or None)."""
+    kind = "lat"
+    rows = {}
+    rss = None
+    valid = None
+    for line in text.splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("#"):
+            if "MB/s" in s:
+                kind = "bw"
+            m = re.search(r"Peak RSS per rank \(KiB\): avg (\d+)", s)
+            if m:
+                rss = int(m.group(1))
+            if "Validation: FAILED" in s:
+                valid = False
+            elif "Validation: Passed" in s and valid is None:
+                valid = True
+            continue
+        tok = s.split()
+        if tok and tok[-1] in ("Pass", "Fail"):
+            if tok[-1] == "Fail":
+                valid = False
+            tok = tok[:-1]
+        try:
+            nums = [float(t) for t in tok]
+        except ValueError:
+            continue
+        if len(nums) == 1:  # barrier: one latency column
+            rows[0] = nums[0]
+        elif len(nums) >= 2 and nums[0] == int(nums[0]):
+            rows[int(nums[0])] = nums[1]
+    return kind, rows, rss, valid
+
+
+class Recorder:
+    """Best-of-N per (bench, np, mode, size) plus run bookkeeping."""
+
+    def __init__(self):
+        self.best = {}      # (bench, np, mode) -> {size: value}
+        self.kind = {}      # bench -> lat/bw
+        self.runs = {}      # (bench, np, mode) -> [ok, total]
+        self.errors = {}    # (bench, np, mode) -> first error text
+        self.rss = {}       # (bench, np, mode) -> [kib...]
+        self.cmds = {}      # (bench, np, mode) -> command line
+
+    def add(self, bench, np_, mode, rc, out, err, cmd):
+        key = (bench, np_, mode)
+        self.cmds.setdefault(key, " ".join(shlex.quote(c) for c in cmd))
+        counts = self.runs.setdefault(key, [0, 0])
+        counts[1] += 1
+        kind, rows, rss, valid = parse_osu(out)
+        self.kind.setdefault(bench, kind)
+        if rc != 0 or not rows or valid is False:
+            reason = "exit %d: %s" % (rc, first_error_line(err, out)) if rc != 0 else (
+                "validation failed" if valid is False else "no result rows")
+            self.errors.setdefault(key, reason)
+            return False
+        counts[0] += 1
+        if rss is not None:
+            self.rss.setdefault(key, []).append(rss)
+        best = self.best.setdefault(key, {})
+        for size, v in rows.items():
+            if size not in best:
+                best[size] = v
+            elif kind == "bw":
+                best[size] = max(best[size], v)
+            else:
+                best[size] = min(best[size], v)
+        return True
+
+
+# ----------------------------------------------------------------------------
+# environment / tools
+# ----------------------------------------------------------------------------
+def mpi_env(extra=None):
+    env = dict(os.environ)
+    if os.geteuid() == 0:
+        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    env.pop("LD_PRELOAD", None)  # only the launched ranks get it (mpirun -x)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def ensure_plotter(allow_install):
+    """Returns 'matplotlib', 'gnuplot' or None; installs python3-matplotlib via apt-get if allowed."""
+    def have_mpl():
+        try:
+            importlib.invalidate_caches()
+            import matplotlib  # noqa: F401
+            return True
+        except ImportError:
+            return False
+
+    if have_mpl():
+        return "matplotlib"
+    if shutil.which("gnuplot"):
+        return "gnuplot"
+    if allow_install and os.geteuid() == 0 and shutil.which("apt-get"):
+        log("installing python3-matplotlib with apt-get (once)")
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        rc, _, err, _ = run(["apt-get", "install", "-y", "--no-install-recommends", "python3-matplotlib"], env=env,
+                            timeout=900)
+        if rc != 0:
+            run(["apt-get", "update"], env=env, timeout=900)
+            rc, _, err, _ = run(["apt-get", "install", "-y", "--no-install-recommends", "python3-matplotlib"],
+                                env=env, timeout=900)
+        if rc == 0 and have_mpl():
+            return "matplotlib"
+        log("python3-matplotlib install failed (%s); trying gnuplot" % err.strip().splitlines()[-1:] )
+        rc, _, _, _ = run(["apt-get", "install", "-y", "--no-install-recommends", "gnuplot-nox"], env=env,
+                          timeout=900)
+        if rc == 0 and shutil.which("gnuplot"):
+            return "gnuplot"
+    return None
+
+
+def find_binary(dirs, name):
+    for d in dirs:
+        if not d or not os.path.isdir(d):
+            continue
+        direct = os.path.join(d, name)
+        if os.path.isfile(direct) and os.access(direct, os.X_OK):
+            return direct
+        for root, _, files in os.walk(d):
+            if name in files:
+                p = os.path.join(root, name)
+                if os.access(p, os.X_OK):
+                    return p
+    return None
+
+
+# ----------------------------------------------------------------------------
+# the OSU-style matrix
+# ----------------------------------------------------------------------------
+def osu_args(args, bench):
+    # Collectives start at 4 B: the PMPI layer moves bytes as 32-bit device
+    # words, so 1- and 2-byte vectors run natively by design (and would abort
+    # the run under ACCL_FALLBACK=error). Point-to-point starts like OSU.
+    lo = {"latency": 0, "bw": 1, "bibw": 1}.get(bench, 4)
+    if args.min_size is not None:
+        lo = args.min_size
+    hi = args.max_size
+    a = []
+    if bench != "barrier":
+        a += ["-m", "%d:%d" % (lo, hi)]
+    a += ["-i", str(args.iters), "-x", str(args.warmup)]
+    if args.osu_dir is None and args.validate and bench not in args.extra:
+        a += ["-c"]
+    if bench in args.type_overrides:
+        a += ["-T", args.type_overrides[bench]]
+    return a
+
+
+def mpirun_cmd(args, np_, prog, prog_args, accl_env=None, wrapper=None):
+    cmd = [args.mpirun, "-np", str(np_), "--oversubscribe"] + shlex.split(args.mpirun_args)
+    for k, v in (accl_env or {}).items():
+        cmd += ["-x", "%s=%s" % (k, v)]
+    return cmd + (wrapper or []) + [prog] + prog_args
+
+
+def accl_env_for(args):
+    env = {"LD_PRELOAD": args.pmpi_lib, "ACCL_FALLBACK": "error"}
+    env.update(args.accl_env)
+    return env
+
+
+def run_matrix(args, rec, benches, nps, repeats, tag):
+    total = len(benches) * len(nps) * repeats * (2 if args.pmpi_lib else 1)
+    n = 0
+    for np_ in nps:
+        for bench in benches:
+            prog = args.binaries.get(bench)
+            if prog is None:
+                log("skip %s: no binary" % bench)
+                continue
+            pa = osu_args(args, bench)
+            for rep in range(repeats):
+                modes = ["native", "accl"] if args.pmpi_lib else ["native"]
+                if rep % 2 == 1:
+                    modes.reverse()  # alternate which mode goes first
+                for mode in modes:
+                    n += 1
+                    cmd = mpirun_cmd(args, np_, prog, pa, accl_env_for(args) if mode == "accl" else None)
+                    lp = os.path.join(args.logdir, "%s-%s-np%d-%s-r%d.log" % (tag, bench, np_, mode, rep))
+                    rc, out, err, dt = run(cmd, env=mpi_env(), timeout=args.timeout, log_path=lp)
+                    ok = rec.add(bench, np_, mode, rc, out, err, cmd)
+                    log("[%d/%d] %-15s np=%d %-6s rep %d: %s (%.1f s)" % (
+                        n, total, bench, np_, mode, rep + 1, "ok" if ok else "FAILED " + rec.errors.get(
+                            (bench, np_, mode), ""), dt))
+                    if not ok and mode == "accl" and rep == 0 and args.fail_fast_accl:
+                        break
+
+
+def stats_run(args, benches, nps):
+    """One ACCL_STATS=1 run per benchmark (evidence of what was offloaded), saved to logs/."""
+    if not args.pmpi_lib:
+        return
+    for np_ in nps:
+        for bench in benches:
+            prog = args.binaries.get(bench)
+            if prog is None:
+                continue
+            env = dict(accl_env_for(args), ACCL_STATS="1")
+            cmd = mpirun_cmd(args, np_, prog, osu_args(args, bench), env)
+            run(cmd, env=mpi_env(), timeout=args.timeout,
+                log_path=os.path.join(args.logdir, "stats-%s-np%d.log" % (bench, np_)))
+
+
+# ----------------------------------------------------------------------------
+# callgrind: pure interposition cost
+# ----------------------------------------------------------------------------
+def parse_callgrind(path):
+    """-> (totals Ir, edges {(caller_ob, caller_fn, callee_ob, callee_fn): [calls, inclusive Ir]})."""
+    names = {"ob": {}, "fn": {}, "fl": {}}
+    edges = {}
+    total = 0
+    ob = fn = None
+    cob = cfn = None
+    pending = None
+
+    def name(kind, text):
+        m = re.match(r"\((\d+)\)(?:\s+(.*))?$", text.strip())
+        table = names["fn" if kind in ("fn", "cfn") else ("ob" if kind in ("ob", "cob") else "fl")]
+        if m:
+            if m.group(2) is not None:
+                table[m.group(1)] = m.group(2)
+            return table.get(m.group(1), "?")
+        return text.strip()
+
+    with open(path, errors="replace") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line:
+                continue
+            c = line[0]
+            if c.isdigit() or c in "+-*":
+                if pending is not None:
+                    parts = line.split()
+                    incl = int(parts[1]) if len(parts) > 1 else 0
+                    key = (ob, fn, cob if cob is not None else ob, cfn)
+                    e = edges.setdefault(key, [0, 0])
+                    e[0] += pending
+                    e[1] += incl
+                    pending = None
+                    cob = None
+                continue
+            if line.startswith("ob="):
+                ob = name("ob", line[3:])
+            elif line.startswith("fn="):
+                fn = name("fn", line[3:])
+            elif line.startswith("cob="):
+                cob = name("cob", line[4:])
+            elif line.startswith("cfn="):
+                cfn = name("cfn", line[4:])
+            elif line.startswith("cfi=") or line.startswith("cfl="):
+                name("fl", line[4:])
+            elif line.startswith("fl=") or line.startswith("fi=") or line.startswith("fe="):
+                name("fl", line[3:])
+            elif line.startswith("calls="):
+                pending = int(line[6:].split()[0])
+            elif line.startswith("totals:") or line.startswith("summary:"):
+                try:
+                    total = max(total, int(line.split(":")[1].split()[0]))
+                except (IndexError, ValueError):
+                    pass
+    return total, edges
+
+
+def interposition_cost(files, calls):
+    """Sums over rank files: app->MPI_X (wrapper or libmpi) and wrapper->PMPI_X edges for X in calls."""
+    res = {"calls": 0, "incl": 0, "inner": 0, "total": 0, "wrapped": False}
+    for path in files:
+        total, edges = parse_callgrind(path)
+        res["total"] += total
+        for (cob_, cfn_, eob, efn), (n, incl) in edges.items():
+            callee_base = os.path.basename(eob or "")
+            caller_base = os.path.basename(cob_ or "")
+            for x in calls:
+                if efn in ("MPI_" + x, "PMPI_" + x):
+                    in_pmpi_layer = "accl_pmpi" in callee_base
+                    from_app = not caller_base.startswith("libmpi") and "accl" not in caller_base
+                    if from_app and (in_pmpi_layer or callee_base.startswith("libmpi")):
+                        res["calls"] += n
+                        res["incl"] += incl
+                        res["wrapped"] = res["wrapped"] or in_pmpi_layer
+                    elif "accl" in caller_base and callee_base.startswith("libmpi"):
+                        res["inner"] += incl
+    return res
+
+
+def run_callgrind(args):
+    if not shutil.which("valgrind"):
+        return {"error": "valgrind not found"}
+    cgdir = os.path.join(args.logdir, "callgrind")
+    os.makedirs(cgdir, exist_ok=True)
+    cases = [("latency", ["-m", "8:8"], ["Send", "Recv"]), ("allreduce", ["-m", "8:8"], ["Allreduce"])]
+    out = {}
+    for bench, margs, calls in cases:
+        prog = args.binaries.get(bench)
+        if prog is None:
+            continue
+        row = {}
+        modes = [("native", None)]
+        if args.pmpi_lib:
+            modes.append(("interposed", {"LD_PRELOAD": args.pmpi_lib, "ACCL_OFFLOAD": "off"}))
+        for mode, env in modes:
+            for f in os.listdir(cgdir):
+                if f.startswith("cg.%s.%s." % (bench, mode)):
+                    os.unlink(os.path.join(cgdir, f))
+            wrapper = ["valgrind", "--tool=callgrind", "--compress-strings=no", "--compress-pos=no",
+                       "--callgrind-out-file=" + os.path.join(cgdir, "cg.%s.%s.%%p" % (bench, mode))]
+            cmd = mpirun_cmd(args, 2, prog, margs + ["-i", str(args.callgrind_iters), "-x", "10"], env, wrapper)
+            rc, so, se, dt = run(cmd, env=mpi_env(), timeout=max(args.timeout, 900),
+                                 log_path=os.path.join(args.logdir, "callgrind-%s-%s.log" % (bench, mode)))
+            files = [os.path.join(cgdir, f) for f in os.listdir(cgdir) if f.startswith("cg.%s.%s." % (bench, mode))]
+            if rc != 0 or not files:
+                row[mode] = {"error": "exit %d: %s" % (rc, first_error_line(se, so))}
+                continue
+            row[mode] = interposition_cost(files, calls)
+            log("callgrind %s %s: %s (%.0f s)" % (bench, mode, json.dumps(row[mode]), dt))
+        out[bench] = row
+    return out
+
+
+# ----------------------------------------------------------------------------
+# accl-bench-core
+# ----------------------------------------------------------------------------
+def read_csv(path):
+    try:
+        with open(path) as f:
+            return list(csv.DictReader(f))
+    except OSError:
+        return []
+
+
+def run_core(args):
+    res = {}
+    if not args.core_bin:
+        return {"error": "accl-bench-core not built"}
+    core_args = ["--ranks", "4", "--max", human(args.core_max), "--budget", str(args.core_budget)]
+    cmd = [args.core_bin] + core_args + ["--csv", os.path.join(args.out, "core.csv")]
+    rc, out, err, dt = run(cmd, env=mpi_env(), timeout=max(args.timeout, 1800),
+                           log_path=os.path.join(args.logdir, "core.log"))
+    res["cmd"] = " ".join(cmd)
+    res["rc"] = rc
+    res["table"] = out
+    res["err"] = err if rc != 0 else ""
+    res["rows"] = read_csv(os.path.join(args.out, "core.csv"))
+    log("accl-bench-core: rc=%d (%.0f s)" % (rc, dt))
+    if args.all_ops:
+        cmd2 = [args.core_bin, "--ranks", "4", "--ops", "bcast,reduce,allgather,reduce_scatter,alltoall",
+                "--max", human(min(args.core_max, 16 << 20)), "--budget", str(args.core_budget),
+                "--csv", os.path.join(args.out, "core-ops.csv")]
+        rc2, out2, err2, dt2 = run(cmd2, env=mpi_env(), timeout=max(args.timeout, 1800),
+                                   log_path=os.path.join(args.logdir, "core-ops.log"))
+        res["ops_cmd"] = " ".join(cmd2)
+        res["ops_table"] = out2
+        res["ops_rc"] = rc2
+        res["ops_rows"] = read_csv(os.path.join(args.out, "core-ops.csv"))
+        log("accl-bench-core ops sweep: rc=%d (%.0f s)" % (rc2, dt2))
+    return res
+
+
+def run_core_scaling(args):
+    if not args.core_bin:
+        return {"error": "accl-bench-core not built"}
+    cmd = [args.core_bin, "--only-scaling", "--scale-ranks", args.scale_ranks, "--scale-sizes", args.scale_sizes,
+           "--budget", str(args.core_budget), "--csv", os.path.join(args.out, "core-scaling.csv")]
+    rc, out, err, dt = run(cmd, env=mpi_env(), timeout=max(args.timeout, 3600),
+                           log_path=os.path.join(args.logdir, "core-scaling.log"))
+    log("accl-bench-core scaling: rc=%d (%.0f s)" % (rc, dt))
+    return {"cmd": " ".join(cmd), "rc": rc, "table": out, "err": err if rc != 0 else "",
+            "rows": read_csv(os.path.join(args.out, "core-scaling.csv"))}
+
+
+def profile_missed(args, core):
+    """For each MISSED target of accl-bench-core: a flat profile (perf, else callgrind) of that case."""
+    table = core.get("table") or ""
+    missed = [l.strip() for l in table.splitlines() if l.strip().startswith("MISSED")]
+    if not missed or not args.core_bin:
+        return []
+    cases = []
+    for m in missed:
+        if m.split()[1] == "copy":
+            cases.append((m, ["--ops", "copy", "--min", "1M", "--max", "64M", "--step", "4"]))
+        elif m.split()[1] == "allreduce":
+            cases.append((m, ["--ops", "allreduce", "--min", "16M", "--max", "16M"]))
+        elif m.split()[1] == "nop":
+            cases.append((m, ["--ops", "nop", "--nop-iters", "50000"]))
+    perf = shutil.which("perf")
+    if perf and run([perf, "stat", "-e", "cpu-clock", "true"], timeout=60)[0] != 0:
+        perf = None
+    out = []
+    for i, (what, cargs) in enumerate(cases):
+        base = [args.core_bin, "--ranks", "4", "--budget", "1", "--no-check"] + cargs
+        if perf:
+            data = os.path.join(args.logdir, "perf-%d.data" % i)
+            rc, so, se, _ = run([perf, "record", "-e", "cpu-clock", "-F", "1999", "-o", data, "--"] + base,
+                                env=mpi_env(), timeout=1800, log_path=os.path.join(args.logdir, "perf-%d.log" % i))
+            rep = run([perf, "report", "-i", data, "--no-children", "--sort", "comm,dso,symbol", "--stdio",
+                       "--percent-limit", "0.7"], timeout=600)[1]
+            lines = [re.sub(r"\s+-\s+-\s*$", "", re.sub(r" {3,}", "   ", l)).rstrip()
+                     for l in rep.splitlines() if l.strip() and not l.startswith("#")]
+            st = run([perf, "stat", "-e", "task-clock,context-switches,cpu-migrations,page-faults", "--"] + base,
+                     env=mpi_env(), timeout=1800, log_path=os.path.join(args.logdir, "perf-stat-%d.log" % i))
+            stat_lines = [l.rstrip() for l in st[2].splitlines()
+                          if re.search(r"task-clock|context-switches|cpu-migrations|page-faults|elapsed|user|sys", l)]
+            out.append({"target": what, "tool": "perf record -e cpu-clock (sampled CPU time, all threads)",
+                        "cmd": " ".join(base), "profile": "\n".join(lines[:40] + ["", "perf stat:"] + stat_lines),
+                        "rc": rc})
+        elif shutil.which("valgrind"):
+            cg = os.path.join(args.logdir, "profile-%d.callgrind" % i)
+            rc, so, se, _ = run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + cg, args.core_bin,
+                                 "--ranks", "4", "--budget", "0.05"] + cargs, env=dict(mpi_env(), ACCL_EMU_SPIN_US="0"),
+                                timeout=3600, log_path=os.path.join(args.logdir, "profile-%d.log" % i))
+            rep = run(["callgrind_annotate", cg], timeout=600)[1]
+            out.append({"target": what, "tool": "callgrind (instructions, ACCL_EMU_SPIN_US=0)", "cmd": " ".join(base),
+                        "profile": "\n".join(rep.splitlines()[:60]), "rc": rc})
+    return out
+
+
+# ----------------------------------------------------------------------------
+# outputs
+# ----------------------------------------------------------------------------
+def speedup(kind, native, accl):
+    if native is None or accl is None or native <= 0 or accl <= 0:
+        return None
+    return native / accl if kind == "lat" else accl / native
+
+
+def write_csv(args, rec, path):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["benchmark", "ranks", "size_bytes", "metric", "unit", "native_best", "accl_best",
+                    "accl_speedup", "native_runs_ok", "accl_runs_ok", "native_rss_kib", "accl_rss_kib"])
+        for (bench, np_) in sorted({(b, n) for (b, n, _) in rec.runs}, key=lambda k: (k[1], list(BENCHMARKS).index(k[0]) if k[0] in BENCHMARKS else 99)):
+            kind = rec.kind.get(bench, "lat")
+            nb = rec.best.get((bench, np_, "native"), {})
+            ab = rec.best.get((bench, np_, "accl"), {})
+            nr = rec.runs.get((bench, np_, "native"), [0, 0])
+            ar = rec.runs.get((bench, np_, "accl"), [0, 0])
+            nrss = rec.rss.get((bench, np_, "native"))
+            arss = rec.rss.get((bench, np_, "accl"))
+            for size in sorted(set(nb) | set(ab)):
+                s = speedup(kind, nb.get(size), ab.get(size))
+                w.writerow([bench, np_, size, "latency" if kind == "lat" else "bandwidth",
+                            "us" if kind == "lat" else "MB/s", nb.get(size, ""), ab.get(size, ""),
+                            "%.4f" % s if s else "", "%d/%d" % tuple(nr), "%d/%d" % tuple(ar),
+                            int(statistics.median(nrss)) if nrss else "", int(statistics.median(arss)) if arss else ""])
+
+
+def plot_all(args, rec, plotter, core, scaling):
+    made = []
+    if plotter is None:
+        return made
+    series = {}
+    for (bench, np_, mode), best in rec.best.items():
+        series.setdefault(bench, []).append((np_, mode, best))
+    if plotter == "matplotlib":
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        for bench, lines in sorted(series.items()):
+            kind = rec.kind.get(bench, "lat")
+            fig, ax = plt.subplots(figsize=(7, 4.5))
+            nps = sorted({n for n, _, _ in lines})
+            for np_, mode, best in sorted(lines, key=lambda t: (t[0], t[1] != "native")):
+                xs = sorted(best)
+                if bench == "barrier":
+                    continue
+                ax.plot([max(x, 0.5) for x in xs], [best[x] for x in xs], marker="o" if mode == "native" else "s",
+                        markersize=3, color="C%d" % nps.index(np_),
+                        linestyle="-" if mode == "native" else "--", label="%s np=%d" % (mode, np_))
+            if bench == "barrier":
+                labels, vals = [], []
+                for np_, mode, best in sorted(lines):
+                    labels.append("%s\nnp=%d" % (mode, np_))
+                    vals.append(best.get(0, 0))
+                ax.bar(labels, vals)
+                ax.set_ylabel("latency (us)")
+            else:
+                ax.set_xscale("log", base=2)
+                ax.set_yscale("log")
+                ax.set_xlabel("message size (bytes)")
+                ax.set_ylabel("latency (us)" if kind == "lat" else "bandwidth (MB/s)")
+                ax.legend(fontsize=8)
+            ax.set_title("%s: native Open MPI vs ACCL (best of %d)" % (bench, args.repeats))
+            ax.grid(True, which="both", alpha=0.3)
+            p = os.path.join(args.out, "plot-%s.png" % bench)
+            fig.tight_layout()
+            fig.savefig(p, dpi=110)
+            plt.close(fig)
+            made.append(p)
+        rows = core.get("rows") or []
+        if rows:
+            fig, ax = plt.subplots(figsize=(7, 4.5))
+            for op in ("copy", "allreduce"):
+                r = [x for x in rows if x["section"] == "sweep" and x["op"] == op and x["check"] == "ok"]
+                if r:
+                    ax.plot([int(x["bytes"]) for x in r], [float(x["gbps"]) for x in r], marker="o", markersize=3,
+                            label="ACCL %s" % op)
+            r = [x for x in rows if x["section"] == "sweep" and x["op"] == "copy"]
+            if r:
+                ax.plot([int(x["bytes"]) for x in r], [float(x["memcpy_gbps"]) for x in r], linestyle=":",
+                        label="memcpy")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("bytes")
+            ax.set_ylabel("GB/s")
+            ax.set_title("accl-bench-core (4 in-process CCLOs)")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+            p = os.path.join(args.out, "plot-core.png")
+            fig.tight_layout()
+            fig.savefig(p, dpi=110)
+            plt.close(fig)
+            made.append(p)
+        rows = scaling.get("rows") or []
+        if rows:
+            fig, ax = plt.subplots(figsize=(7, 4.5))
+            for size in sorted({int(x["bytes"]) for x in rows}):
+                r = sorted([x for x in rows if int(x["bytes"]) == size], key=lambda x: int(x["ranks"]))
+                ax.plot([int(x["ranks"]) for x in r], [float(x["time_us"]) / 1e3 for x in r], marker="o",
+                        label="measured %s" % human(size))
+                ax.plot([int(x["ranks"]) for x in r], [float(x["model2_us"]) / 1e3 for x in r], linestyle="--",
+                        label="ring model, shared cores %s" % human(size))
+                ax.plot([int(x["ranks"]) for x in r], [float(x["model_us"]) / 1e3 for x in r], linestyle=":",
+                        label="ring model, link per rank %s" % human(size))
+            ax.set_xlabel("in-process ranks")
+            ax.set_ylabel("allreduce time (ms)")
+            ax.set_yscale("log")
+            ax.set_title("allreduce scaling vs ring model 2(P-1)/P*N")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=7)
+            p = os.path.join(args.out, "plot-scaling.png")
+            fig.tight_layout()
+            fig.savefig(p, dpi=110)
+            plt.close(fig)
+            made.append(p)
+    else:  # gnuplot
+        for bench, lines in sorted(series.items()):
+            if bench == "barrier":
+                continue
+            kind = rec.kind.get(bench, "lat")
+            plots = []
+            for i, (np_, mode, best) in enumerate(sorted(lines)):
+                dp = os.path.join(args.logdir, "plot-%s-%d.dat" % (bench, i))
+                with open(dp, "w") as f:
+                    for x in sorted(best):
+                        f.write("%d %g\n" % (max(x, 1), best[x]))
+                plots.append("'%s' using 1:2 with linespoints dt %d title '%s np=%d'" % (
+                    dp, 1 if mode == "native" else 2, mode, np_))
+            p = os.path.join(args.out, "plot-%s.png" % bench)
+            script = ("set terminal pngcairo size 800,520\nset output '%s'\nset logscale xy\nset grid\n"
+                      "set xlabel 'message size (bytes)'\nset ylabel '%s'\nset title '%s: native vs ACCL'\n"
+                      "set key left top\nplot %s\n") % (p, "latency (us)" if kind == "lat" else "bandwidth (MB/s)",
+                                                       bench, ", ".join(plots))
+            gp = os.path.join(args.logdir, "plot-%s.gp" % bench)
+            with open(gp, "w") as f:
+                f.write(script)
+            if run(["gnuplot", gp])[0] == 0:
+                made.append(p)
+    return made
+
+
+def md_table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" for _ in header) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(str(c) for c in r) + " |")
+    return "\n".join(out)
+
+
+def g3(x):
+    """Speedup with 3 significant digits (0.00123 stays readable)."""
+    if x is None:
+        return "–"
+    return "%.3g" % x
+
+
+def fmt(v, kind):
+    if v is None:
+        return "–"
+    return "%.2f" % v if kind == "lat" or v < 1000 else "%.0f" % v
+
+
+def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=()):
+    L = []
+    L.append("# ACCL for MPI — performance report (%s)" % started.strftime("%Y-%m-%d %H:%M"))
+    L.append("")
+    L.append("Generated by `benchmarks/report/run_report.py` (%s)." % " ".join(shlex.quote(a) for a in sys.argv[1:]))
+    L.append("")
+    L.append("## Setup")
+    L.append("")
+    L.append("* host: %s, %d cores, %s" % (platform.node(), os.cpu_count() or 0, platform.platform()))
+    L.append("* git: `%s`" % args.git_rev)
+    L.append("* load average (1/5/15 min) at start %s, at end %s; niceness %d — on this 2-core VM other work "
+             "shifts small-message and hand-off latencies a lot" % (
+                 "/".join("%.1f" % x for x in args.load_start), "/".join("%.1f" % x for x in os.getloadavg()),
+                 os.nice(0)))
+    L.append("* MPI: %s" % args.mpi_version)
+    L.append("* programs: `%s`%s" % (args.osu_bin_dir, " (user's OSU build)" if args.osu_dir else
+                                     " (our OSU-style programs)"))
+    L.append("* ACCL mode: `mpirun -x LD_PRELOAD=%s -x ACCL_FALLBACK=error%s` — a call that would fall back aborts "
+             "the run, so every ACCL number below is offloaded work." % (
+                 args.pmpi_lib or "(not built)", "".join(" -x %s=%s" % kv for kv in args.accl_env.items())))
+    L.append("* each benchmark: %d repeats, native and ACCL runs alternating; best of each (min latency, max "
+             "bandwidth) per size. Options: `%s` (sizes capped at %s; collectives start at 4 B because the PMPI layer "
+             "moves bytes as 32-bit device words and runs 1-2 B vectors natively)." % (
+                 args.repeats, "-i %d -x %d%s" % (args.iters, args.warmup, " -c" if args.validate and not args.osu_dir
+                                                  else ""), human(args.max_size)))
+    L.append("* mpirun: `%s -np N --oversubscribe %s`" % (args.mpirun, args.mpirun_args))
+    L.append("* **ACCL speedup** = native time / ACCL time (latency) or ACCL MB/s / native MB/s (bandwidth): "
+             "> 1 means ACCL is faster.")
+    L.append("")
+    if not args.pmpi_lib:
+        L.append("> **libaccl_pmpi.so was not found: only native runs were made.**")
+        L.append("")
+
+    # summary
+    L.append("## Summary")
+    L.append("")
+    srows = []
+    for np_ in args.nps_all:
+        for bench in BENCHMARKS:
+            if (bench, np_, "native") not in rec.runs:
+                continue
+            kind = rec.kind.get(bench, "lat")
+            nb = rec.best.get((bench, np_, "native"), {})
+            ab = rec.best.get((bench, np_, "accl"), {})
+            sizes = sorted(set(nb) & set(ab))
+            if sizes:
+                sp = [speedup(kind, nb[s], ab[s]) for s in sizes]
+                big = sizes[-1]
+                small = sizes[0]
+                srows.append([bench, np_, "%s: %s" % (human(small), g3(sp[0])), "%s: %s" % (human(big), g3(sp[-1])),
+                              g3(math.exp(sum(math.log(x) for x in sp) / len(sp))), "ok"])
+            else:
+                err = rec.errors.get((bench, np_, "accl")) or ("no ACCL run" if not args.pmpi_lib else "–")
+                srows.append([bench, np_, "–", "–", "–", err.replace("|", "/")])
+    L.append(md_table(["benchmark", "ranks", "speedup smallest size", "speedup largest size", "geo-mean speedup",
+                       "ACCL status"], srows))
+    L.append("")
+
+    # per benchmark tables
+    L.append("## Results by benchmark")
+    for bench in BENCHMARKS:
+        keys = [np_ for np_ in args.nps_all if (bench, np_, "native") in rec.runs]
+        if not keys:
+            continue
+        kind = rec.kind.get(bench, "lat")
+        L.append("")
+        L.append("### %s (%s)" % (bench, "µs, lower is better" if kind == "lat" else "MB/s, higher is better"))
+        L.append("")
+        if os.path.join(args.out, "plot-%s.png" % bench) in plots:
+            L.append("![%s](plot-%s.png)" % (bench, bench))
+            L.append("")
+        for np_ in keys:
+            nb = rec.best.get((bench, np_, "native"), {})
+            ab = rec.best.get((bench, np_, "accl"), {})
+            nr = rec.runs.get((bench, np_, "native"), [0, 0])
+            ar = rec.runs.get((bench, np_, "accl"), [0, 0])
+            L.append("**%d ranks** — runs ok: native %d/%d, ACCL %d/%d%s" % (
+                np_, nr[0], nr[1], ar[0], ar[1],
+                ("; ACCL failure: `%s`" % rec.errors[(bench, np_, "accl")]) if (bench, np_, "accl") in rec.errors
+                else ""))
+            L.append("")
+            rows = []
+            for s in sorted(set(nb) | set(ab)):
+                sp = speedup(kind, nb.get(s), ab.get(s))
+                rows.append([human(s) if bench != "barrier" else "–", fmt(nb.get(s), kind), fmt(ab.get(s), kind),
+                             g3(sp)])
+            L.append(md_table(["size", "native", "ACCL", "ACCL speedup"], rows))
+            L.append("")
+
+    # memory
+    L.append("## Resident memory per rank (VmHWM, KiB, median over runs)")
+    L.append("")
+    rows = []
+    for np_ in args.nps_all:
+        for bench in BENCHMARKS:
+            n = rec.rss.get((bench, np_, "native"))
+            a = rec.rss.get((bench, np_, "accl"))
+            if not n and not a:
+                continue
+            nm = statistics.median(n) if n else None
+            am = statistics.median(a) if a else None
+            rows.append([bench, np_, "%.0f" % nm if nm else "–", "%.0f" % am if am else "–",
+                         "%+.0f" % (am - nm) if nm and am else "–", "%.2f×" % (am / nm) if nm and am else "–"])
+    L.append(md_table(["benchmark", "ranks", "native", "ACCL", "ACCL − native", "ratio"], rows) if rows else
+             "_no RSS lines (external OSU binaries do not print them)_")
+    L.append("")
+
+    # callgrind
+    L.append("## Pure interposition cost (callgrind, ACCL_OFFLOAD=off vs native, 2 ranks, 8 B)")
+    L.append("")
+    if "error" in cg:
+        L.append("_skipped: %s_" % cg["error"])
+    elif not cg:
+        L.append("_skipped_")
+    else:
+        L.append("Instructions are counted by `valgrind --tool=callgrind` on every rank of `mpirun -np 2` "
+                 "(%d timed iterations). *Wrapper-own* = inclusive instructions of the interposed `MPI_X` minus "
+                 "the inclusive instructions of the `PMPI_X` it calls, per call — pure interposition work, free of "
+                 "the polling noise inside Open MPI. *Inclusive per call* compares the whole call natively and "
+                 "interposed (includes polling, so it is noisy)." % args.callgrind_iters)
+        L.append("")
+        rows = []
+        for bench, row in cg.items():
+            nat = row.get("native", {})
+            itp = row.get("interposed", {})
+            calls = "MPI_Send+MPI_Recv" if bench == "latency" else "MPI_Allreduce"
+            if "error" in nat or "error" in itp:
+                rows.append([bench, calls, "–", "–", "–", (nat.get("error") or itp.get("error", "")).replace("|", "/")])
+                continue
+            n_pc = nat["incl"] / nat["calls"] if nat.get("calls") else None
+            i_pc = itp["incl"] / itp["calls"] if itp.get("calls") else None
+            own = (itp["incl"] - itp["inner"]) / itp["calls"] if itp.get("calls") and itp.get("wrapped") else None
+            rows.append([bench, calls, "%.0f" % n_pc if n_pc else "–", "%.0f" % i_pc if i_pc else "–",
+                         "**%.0f**" % own if own is not None else "–",
+                         "" if itp.get("wrapped") or not itp else "interposed wrapper not seen in profile"])
+        L.append(md_table(["benchmark", "calls", "native incl. Ir/call", "interposed incl. Ir/call",
+                           "extra Ir/call (wrapper-own)", "note"], rows))
+    L.append("")
+
+    # core
+    L.append("## In-process driver benchmark (accl-bench-core, no MPI)")
+    L.append("")
+    if not core or "error" in core:
+        L.append("_skipped: %s_" % core.get("error", "--skip core"))
+    else:
+        L.append("`%s` (exit %d)" % (core["cmd"], core["rc"]))
+        L.append("")
+        if os.path.join(args.out, "plot-core.png") in plots:
+            L.append("![core](plot-core.png)")
+            L.append("")
+        L.append("```")
+        L.append(core["table"].rstrip())
+        if core.get("err"):
+            L.append(core["err"].rstrip())
+        L.append("```")
+        if core.get("ops_table"):
+            L.append("")
+            L.append("`%s` (exit %d)" % (core["ops_cmd"], core["ops_rc"]))
+            L.append("")
+            L.append("```")
+            L.append(core["ops_table"].rstrip())
+            L.append("```")
+    L.append("")
+    if profiles:
+        L.append("### Where the time goes (missed targets)")
+        L.append("")
+        for p in profiles:
+            L.append("**%s** — %s, `%s`" % (p["target"], p["tool"], p["cmd"]))
+            L.append("")
+            L.append("```")
+            L.append(p["profile"])
+            L.append("```")
+            L.append("")
+
+    # scale
+    L.append("## Scale")
+    L.append("")
+    if args.scale_np:
+        L.append("### MPI, %d ranks oversubscribed on %d cores" % (args.scale_np, os.cpu_count() or 0))
+        L.append("")
+        rows = []
+        for bench in SCALE_BENCHMARKS:
+            kind = rec.kind.get(bench, "lat")
+            nb = rec.best.get((bench, args.scale_np, "native"), {})
+            ab = rec.best.get((bench, args.scale_np, "accl"), {})
+            for s in sorted(set(nb) | set(ab)):
+                sp = speedup(kind, nb.get(s), ab.get(s))
+                rows.append([bench, human(s) if bench != "barrier" else "–", fmt(nb.get(s), kind),
+                             fmt(ab.get(s), kind), g3(sp)])
+            err = rec.errors.get((bench, args.scale_np, "accl"))
+            if err:
+                rows.append([bench, "ACCL failed", "", "", err.replace("|", "/")])
+        L.append(md_table(["benchmark", "size", "native µs", "ACCL µs", "ACCL speedup"], rows) if rows else "_none_")
+        L.append("")
+    L.append("### In-process CCLOs vs the ring model")
+    L.append("")
+    if not scaling or "error" in scaling:
+        L.append("_skipped: %s_" % scaling.get("error", "--skip scale"))
+    else:
+        L.append("`%s` (exit %d)" % (scaling["cmd"], scaling["rc"]))
+        L.append("")
+        if os.path.join(args.out, "plot-scaling.png") in plots:
+            L.append("![scaling](plot-scaling.png)")
+            L.append("")
+        L.append("```")
+        L.append(scaling["table"].rstrip())
+        if scaling.get("err"):
+            L.append(scaling["err"].rstrip())
+        L.append("```")
+    L.append("")
+    L.append("## Files")
+    L.append("")
+    L.append("* `results.csv` — best native/ACCL value per benchmark, ranks and size")
+    L.append("* `core.csv`, `core-ops.csv`, `core-scaling.csv` — accl-bench-core rows")
+    L.append("* `logs/` — every command line with its full output (`stats-*.log`: one ACCL_STATS=1 run per benchmark)")
+    L.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(L))
+
+
+# ----------------------------------------------------------------------------
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", help="meson build dir (default: build-bench, else build)")
+    ap.add_argument("--out", help="output dir (default docs/report-<date>/)")
+    ap.add_argument("--ranks", default="2,4", help="rank counts (default 2,4)")
+    ap.add_argument("--repeats", type=int, default=5, help="runs per mode (default 5)")
+    ap.add_argument("--benchmarks", default=",".join(BENCHMARKS), help="comma list (default all)")
+    ap.add_argument("--osu-dir", help="directory with a user's OSU build (osu_latency, osu_allreduce, ...) to run "
+                                      "instead of ours; searched recursively")
+    ap.add_argument("--extra-bench", action="append", default=[], metavar="NAME=PATH",
+                    help="also run another program that takes OSU's options (-m -i -x) and prints OSU columns "
+                         "(repeatable), e.g. my_allreduce=/opt/osu/libexec/osu_allreduce")
+    ap.add_argument("--pmpi-lib", help="libaccl_pmpi.so (default <build>/pmpi/libaccl_pmpi.so)")
+    ap.add_argument("--core-bin", help="accl-bench-core (default <build>/benchmarks/core/accl-bench-core)")
+    ap.add_argument("--max-size", type=parse_bytes, default=1 << 20, help="largest message (default 1M)")
+    ap.add_argument("--min-size", type=parse_bytes, default=None,
+                    help="smallest message (default: 0 latency, 1 bw/bibw, 4 collectives)")
+    ap.add_argument("--iters", type=int, default=200, help="OSU -i (default 200)")
+    ap.add_argument("--warmup", type=int, default=20, help="OSU -x (default 20)")
+    ap.add_argument("--no-validate", dest="validate", action="store_false",
+                    help="do not pass -c (default: -c on our programs; timings exclude checks)")
+    ap.add_argument("--type", action="append", default=[], metavar="BENCH=TYPE",
+                    help="-T for one benchmark, e.g. bcast=mpi_float (repeatable)")
+    ap.add_argument("--accl-env", action="append", default=[], metavar="VAR=VALUE",
+                    help="extra environment for ACCL runs (repeatable), e.g. ACCL_MIN_BYTES=0")
+    ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--mpirun-args", default="--bind-to none", help="extra mpirun arguments (default --bind-to none)")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per run (default 600)")
+    ap.add_argument("--scale-np", type=int, default=8, help="MPI scale section rank count (0 = skip; default 8)")
+    ap.add_argument("--scale-ranks", default="2,4,8,16", help="accl-bench-core --scale-ranks (default 2,4,8,16)")
+    ap.add_argument("--scale-sizes", default="1M,16M", help="accl-bench-core --scale-sizes (default 1M,16M)")
+    ap.add_argument("--core-max", type=parse_bytes, default=64 << 20, help="accl-bench-core --max (default 64M)")
+    ap.add_argument("--core-budget", type=float, default=0.2, help="accl-bench-core --budget (default 0.2)")
+    ap.add_argument("--all-ops", action="store_true", help="also the core per-call sweeps (bcast, reduce, ...)")
+    ap.add_argument("--callgrind-iters", type=int, default=2000, help="iterations under callgrind (default 2000)")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: osu,callgrind,core,scale,stats,plots,profile")
+    ap.add_argument("--quick", action="store_true",
+                    help="short run: sizes to 64K, -i 50 -x 5, core to 16M with budget 0.05, callgrind 500 iters")
+    ap.add_argument("--nice", type=int, default=0,
+                    help="run everything at this niceness (negative needs root; on a shared machine -10 keeps "
+                         "other work from distorting the numbers)")
+    ap.add_argument("--no-install", action="store_true", help="never apt-get install a plotting tool")
+    ap.add_argument("--no-build", action="store_true", help="do not run ninja for missing programs")
+    ap.add_argument("--fail-fast-accl", action="store_true",
+                    help="after a failed first ACCL run, skip that benchmark's remaining ACCL repeats")
+    args = ap.parse_args()
+
+    if args.quick:
+        if args.max_size == 1 << 20:
+            args.max_size = 64 << 10
+        if args.iters == 200:
+            args.iters = 50
+        if args.warmup == 20:
+            args.warmup = 5
+        if args.core_max == 64 << 20:
+            args.core_max = 16 << 20
+        if args.core_budget == 0.2:
+            args.core_budget = 0.05
+        if args.callgrind_iters == 2000:
+            args.callgrind_iters = 500
+    if args.repeats < 1:
+        ap.error("--repeats must be >= 1")
+    skip = set(filter(None, args.skip.split(",")))
+    args.type_overrides = dict(t.split("=", 1) for t in args.type)
+    args.accl_env = dict(e.split("=", 1) for e in args.accl_env)
+
+    started = datetime.datetime.now()
+    args.load_start = os.getloadavg()
+    if args.nice:
+        try:
+            os.nice(args.nice)
+        except OSError as e:
+            log("WARNING: cannot change niceness by %d: %s" % (args.nice, e))
+    if args.build is None:
+        for cand in ("build-bench", "build"):
+            if os.path.isdir(os.path.join(REPO, cand)):
+                args.build = os.path.join(REPO, cand)
+                break
+    if args.build is None:
+        ap.error("no build dir found; pass --build")
+    args.build = os.path.abspath(args.build)
+    args.out = os.path.abspath(args.out or os.path.join(REPO, "docs", "report-" + started.strftime("%Y-%m-%d")))
+    args.logdir = os.path.join(args.out, "logs")
+    os.makedirs(args.logdir, exist_ok=True)
+
+    benches = [b for b in args.benchmarks.split(",") if b]
+    extra = {}
+    for e in args.extra_bench:
+        if "=" not in e:
+            ap.error("--extra-bench wants NAME=PATH")
+        name, path = e.split("=", 1)
+        if not os.access(path, os.X_OK):
+            ap.error("--extra-bench %s: %s is not executable" % (name, path))
+        extra[name] = os.path.abspath(path)
+        BENCHMARKS.setdefault(name, ("lat", []))
+        if name not in benches:
+            benches.append(name)
+    for b in benches:
+        if b not in BENCHMARKS:
+            ap.error("unknown benchmark %r (known: %s)" % (b, ", ".join(BENCHMARKS)))
+
+    # programs (build them if missing and allowed)
+    want_targets = []
+    osu_build_dir = os.path.join(args.build, "benchmarks", "osu")
+    if not args.osu_dir:
+        for b in benches:
+            if b in BENCHMARKS and b not in extra and not os.path.exists(os.path.join(osu_build_dir, "osu_" + b)):
+                want_targets.append("benchmarks/osu/osu_" + b)
+    pmpi_default = os.path.join(args.build, "pmpi", "libaccl_pmpi.so")
+    core_default = os.path.join(args.build, "benchmarks", "core", "accl-bench-core")
+    if want_targets and not args.no_build and shutil.which("ninja"):
+        log("building " + " ".join(want_targets))
+        run(["ninja", "-C", args.build] + want_targets, timeout=3600,
+            log_path=os.path.join(args.logdir, "build.log"))
+    args.osu_bin_dir = os.path.abspath(args.osu_dir) if args.osu_dir else osu_build_dir
+    args.binaries = {}
+    args.extra = extra
+    for b in (set(benches) | set(SCALE_BENCHMARKS) | {"latency", "allreduce"}) - set(extra):
+        p = find_binary([args.osu_bin_dir], "osu_" + b)
+        if p:
+            args.binaries[b] = p
+        elif b in benches:
+            log("WARNING: osu_%s not found under %s" % (b, args.osu_bin_dir))
+    args.binaries.update(extra)
+    args.pmpi_lib = os.path.abspath(args.pmpi_lib) if args.pmpi_lib else (
+        pmpi_default if os.path.exists(pmpi_default) else None)
+    if args.pmpi_lib and not os.path.exists(args.pmpi_lib):
+        ap.error("--pmpi-lib %s does not exist" % args.pmpi_lib)
+    if not args.pmpi_lib:
+        log("WARNING: %s not found: native runs only" % pmpi_default)
+    args.core_bin = args.core_bin or (core_default if os.path.exists(core_default) else None)
+    args.mpirun = shutil.which(args.mpirun) or args.mpirun
+    args.git_rev = run(["git", "-C", REPO, "describe", "--always", "--dirty"], timeout=30)[1].strip() or "?"
+    mv = run([args.mpirun, "--version"], env=mpi_env(), timeout=30)[1].splitlines()
+    args.mpi_version = mv[0] if mv else "?"
+    ranks = [int(x) for x in args.ranks.split(",") if x]
+    if "scale" in skip:
+        args.scale_np = 0
+    args.nps_all = ranks + ([args.scale_np] if args.scale_np and args.scale_np not in ranks else [])
+
+    log("out: %s" % args.out)
+    log("programs: %s; pmpi: %s; core: %s" % (args.osu_bin_dir, args.pmpi_lib, args.core_bin))
+    plotter = None if "plots" in skip else ensure_plotter(not args.no_install)
+    log("plotter: %s" % plotter)
+
+    rec = Recorder()
+    if "osu" not in skip:
+        run_matrix(args, rec, benches, ranks, args.repeats, "osu")
+    if args.scale_np and args.scale_np not in ranks:
+        run_matrix(args, rec, [b for b in SCALE_BENCHMARKS if b in args.binaries], [args.scale_np], args.repeats,
+                   "scale")
+    if "stats" not in skip and "osu" not in skip:
+        stats_run(args, benches, ranks[:1])
+    cg = {} if "callgrind" in skip else run_callgrind(args)
+    core = {} if "core" in skip else run_core(args)
+    scaling = {} if "scale" in skip else run_core_scaling(args)
+
+    write_csv(args, rec, os.path.join(args.out, "results.csv"))
+    plots = plot_all(args, rec, plotter, core, scaling)
+    profiles = [] if "profile" in skip or "core" in skip else profile_missed(args, core)
+    write_markdown(args, rec, cg, core, scaling, plots, started, os.path.join(args.out, "report.md"), profiles)
+    with open(os.path.join(args.out, "callgrind.json"), "w") as f:
+        json.dump(cg, f, indent=1)
+    log("wrote %s (report.md, results.csv, %d plots) in %.0f s" % (
+        args.out, len(plots), (datetime.datetime.now() - started).total_seconds()))
+    accl_failed = [k for k in rec.errors if k[2] == "accl"]
+    native_failed = [k for k in rec.errors if k[2] == "native"]
+    if native_failed:
+        log("native failures: %s" % ", ".join("%s np=%d" % (b, n) for b, n, _ in native_failed))
+    if accl_failed:
+        log("ACCL failures: %s" % ", ".join("%s np=%d" % (b, n) for b, n, _ in accl_failed))
+    return 1 if native_failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
