@@ -44,7 +44,10 @@ class Sink {
   virtual ~Sink() = default;
   // A message from `from` starts. Returns where the header.count payload
   // bytes must be written, or nullptr to discard them (the sink records the
-  // error itself). Never blocks for long.
+  // error itself). Never blocks for long. Every begin_message() is followed
+  // by exactly one end_message() with the same ticket, also after nullptr;
+  // for header.count == 0 the result is a valid non-null pointer.
+  // `from` is the peer's listening address (the one in communicator records).
   virtual std::byte* begin_message(const NetAddress& from, const abi::WireHeader& header,
                                    ReceiveTicket& ticket) = 0;
   // The payload was written (status 0) or the transport failed mid-message.

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// One emulated CCLO: exchange memory, memory banks, call controller, data
+// plane, transports and the firmware thread, behind the Device interface.
+//
+// Threads: the driver's threads call the Device methods; one firmware thread
+// runs the control program (it alone pops calls, moves data and sends);
+// transport threads deliver incoming messages into the ReceiveSink. They meet
+// in the call controller (mutex + condvar), the sink (mutex), the kernel
+// stream (mutex + condvar) and the exchange memory (atomics); the firmware
+// thread sleeps on the Wakeup doorbell when it has nothing to do.
+#pragma once
+
+#include "call_controller.hpp"
+#include "dataplane.hpp"
+#include "exchange_memory.hpp"
+#include "kernel_stream.hpp"
+#include "link_table.hpp"
+#include "memory.hpp"
+#include "mover.hpp"
+#include "receive_sink.hpp"
+#include "wakeup.hpp"
+
+#include <accl/device.hpp>
+#include <accl_emu/emulator.hpp>
+
+#include <chrono>
+#include <memory>
+#include <thread>
+
+namespace accl::emu {
+
+// Settings beyond EmuOptions (from the environment by default; tests set them).
+struct DeviceSettings {
+  bool start_firmware = true;               // false: tests drive the DataPlane themselves
+  std::chrono::nanoseconds spin{};          // ACCL_EMU_SPIN_US
+  std::chrono::nanoseconds io_timeout{};    // stream pulls and sends: ACCL_TIMEOUT_MS
+  size_t overflow_bytes = 0;                // ACCL_EMU_OVERFLOW_BYTES
+  static DeviceSettings from_environment();
+};
+
+class EmuDevice final : public Device {
+ public:
+  EmuDevice(const EmuOptions& options, const DeviceSettings& settings);
+  ~EmuDevice() override;
+  EmuDevice(const EmuDevice&) = delete;
+  EmuDevice& operator=(const EmuDevice&) = delete;
+
+  std::string name() const override { return "emu"; }
+  uint32_t read(uint32_t offset) override { return xmem_.read(offset); }
+  void write(uint32_t offset, uint32_t value) override { xmem_.write(offset, value); }
+
+  CallId start(const CallWords& call, std::span<const CallId> waitfor) override {
+    return calls_.start(call, waitfor);
+  }
+  bool wait(CallId id, std::chrono::nanoseconds timeout) override { return calls_.wait(id, timeout); }
+  bool test(CallId id) override { return calls_.test(id); }
+  CallResult result(CallId id) override { return calls_.result(id); }
+  void release(CallId id) override { calls_.release(id); }
+
+  DeviceAllocation allocate(size_t bytes, MemoryKind kind, unsigned bank) override {
+    return memory_.allocate(bytes, kind, bank);
+  }
+  DeviceAllocation map_host(void* ptr, size_t bytes) override { return memory_.map_host(ptr, bytes); }
+  void free(const DeviceAllocation& alloc) override { memory_.free(alloc); }
+  void copy_to_device(uint64_t address, const void* src, size_t bytes) override {
+    memory_.copy_to_device(address, src, bytes);
+  }
+  void copy_from_device(uint64_t address, void* dst, size_t bytes) override {
+    memory_.copy_from_device(address, dst, bytes);
+  }
+
+  Endpoint endpoint() const;
+  NetAddress address() const { return self_; }
+  TransportKind transport_kind() const { return kind_; }
+  bool firmware_running() const { return firmware_.joinable(); }
+
+  // Parts, for tests that play the firmware.
+  EmuDataPlane& dataplane() { return dataplane_; }
+  ReceiveSink& sink() { return sink_; }
+  KernelStream& streams() { return streams_; }
+  DeviceMemory& memory() { return memory_; }
+  ExchangeMemory& exchange_memory() { return xmem_; }
+  LinkTable& links() { return links_; }
+  Mover& mover() { return mover_; }
+
+ private:
+  // Creates and starts the transports of `options.transport`; sets self_.
+  TransportSet start_transports(const EmuOptions& options);
+  void firmware_main();
+
+  // Declaration order = construction order; destruction runs backwards and
+  // ~EmuDevice() stops the threads that use these parts first.
+  TransportKind kind_;
+  NetAddress self_;
+  Wakeup doorbell_;
+  ExchangeMemory xmem_;
+  DeviceMemory memory_;
+  KernelStream streams_;
+  CallController calls_;
+  ReceiveSink sink_;
+  TransportSet transports_;
+  LinkTable links_;
+  Mover mover_;
+  EmuDataPlane dataplane_;
+  void* firmware_state_ = nullptr;
+  std::thread firmware_;
+};
+
+}  // namespace accl::emu

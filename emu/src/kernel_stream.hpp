@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The user-kernel stream of an emulated CCLO, looped back: what the CCLO
+// pushes towards the kernel (RES_STREAM moves, and stream_put messages from
+// peers: header.strm = stream id + 9) becomes what the kernel pushes back
+// (OP0_STREAM moves pull it). Public ACCL's emulator does the same with its
+// kernel loopback (-b), which merges every TDEST into the one input stream;
+// so pulls take bytes in arrival order whatever their stream id, and the id
+// is kept for diagnostics.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+namespace accl::emu {
+
+class KernelStream {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  void push(uint32_t stream_id, std::vector<std::byte> data);
+  // Pulls exactly `bytes` bytes, or nothing: waits until that many are queued,
+  // `deadline` passes or interrupt() was called. False unless all were pulled.
+  bool pull(std::byte* dst, size_t bytes, Clock::time_point deadline);
+  size_t available() const;
+  // Stream id of the oldest queued chunk (diagnostics, tests), or -1.
+  int64_t front_stream_id() const;
+
+  void clear();
+  // Wakes every puller for good (device shutdown).
+  void interrupt();
+
+ private:
+  struct Chunk {
+    uint32_t stream_id;
+    std::vector<std::byte> data;
+    size_t consumed = 0;
+  };
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Chunk> chunks_;
+  size_t bytes_ = 0;
+  bool interrupted_ = false;
+};
+
+}  // namespace accl::emu

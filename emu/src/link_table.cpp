@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "link_table.hpp"
+
+#include "net_address.hpp"
+
+#include <accl/log.hpp>
+
+namespace accl::emu {
+
+namespace {
+// Our own address: the message goes through our own sink on the sending
+// thread, with the same one copy as the in-process transport.
+class LoopbackLink final : public Link {
+ public:
+  LoopbackLink(Sink& sink, const NetAddress& self) : sink_(sink), self_(self) {}
+  uint32_t send(const abi::WireHeader& header, PayloadWriter& payload, Clock::time_point) override {
+    ReceiveTicket ticket;
+    std::byte* dst = sink_.begin_message(self_, header, ticket);
+    uint32_t err = 0;
+    if (dst != nullptr && header.count > 0) err = payload.write(dst, 0, header.count);
+    sink_.end_message(self_, header, ticket, err);
+    return err;
+  }
+
+ private:
+  Sink& sink_;
+  NetAddress self_;
+};
+}  // namespace
+
+LinkTable::LinkTable(TransportKind kind, const NetAddress& self, Sink& self_sink, TransportSet& transports)
+    : kind_(kind), self_(self), transports_(transports), loopback_(std::make_shared<LoopbackLink>(self_sink, self)) {}
+
+std::shared_ptr<Link> LinkTable::connect(const NetAddress& peer, Clock::time_point deadline) {
+  if (peer == self_) return loopback_;
+  auto try_one = [&](const std::unique_ptr<Transport>& t) -> std::shared_ptr<Link> {
+    return t ? t->connect(peer, deadline) : nullptr;
+  };
+  switch (kind_) {
+    case TransportKind::automatic:
+      if (auto l = try_one(transports_.inproc)) return l;
+      if (auto l = try_one(transports_.shm)) return l;
+      return try_one(transports_.tcp);
+    case TransportKind::inproc: return try_one(transports_.inproc);
+    case TransportKind::shm: return try_one(transports_.shm);
+    case TransportKind::tcp: return try_one(transports_.tcp);
+    case TransportKind::udp: return try_one(transports_.udp);
+  }
+  return nullptr;
+}
+
+uint32_t LinkTable::send(const NetAddress& peer, const abi::WireHeader& header, PayloadWriter& payload,
+                         Clock::time_point deadline) {
+  std::shared_ptr<Link> link;
+  uint64_t key = address_key(peer);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = links_.find(key);
+    if (it != links_.end()) link = it->second;
+  }
+  if (link == nullptr) {
+    // Connect without holding the lock: TCP connects can take a while.
+    link = connect(peer, deadline);
+    if (link == nullptr) {
+      ACCL_LOG_ERROR("emulated CCLO: no {} transport reaches {}", to_string(kind_), to_string(peer));
+      return abi::kLinkError;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    links_.emplace(key, link);
+  }
+  uint32_t err = link->send(header, payload, deadline);
+  if (err & abi::kLinkError) {
+    ACCL_LOG_WARN("emulated CCLO: sending to {} failed (0x{:x}); the link will be reopened", to_string(peer), err);
+    forget(peer);
+  }
+  return err;
+}
+
+void LinkTable::forget(const NetAddress& peer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  links_.erase(address_key(peer));
+}
+
+void LinkTable::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  links_.clear();
+}
+
+size_t LinkTable::cached() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return links_.size();
+}
+
+}  // namespace accl::emu

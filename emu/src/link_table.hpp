@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Outbound links of an emulated CCLO: picks a transport per peer and caches
+// the link. Automatic selection: in-process if the peer's CCLO lives in this
+// process, else shared memory if it is on this host, else TCP. An explicit
+// transport kind uses only that transport. Messages to ourselves go straight
+// into our own sink (any kind), like a loopback port.
+#pragma once
+
+#include "transport.hpp"
+
+#include <accl_emu/emulator.hpp>
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+namespace accl::emu {
+
+// The transports one CCLO runs; unused kinds stay null.
+struct TransportSet {
+  std::unique_ptr<Transport> inproc;
+  std::unique_ptr<Transport> shm;
+  std::unique_ptr<Transport> tcp;
+  std::unique_ptr<Transport> udp;
+};
+
+class LinkTable {
+ public:
+  LinkTable(TransportKind kind, const NetAddress& self, Sink& self_sink, TransportSet& transports);
+
+  // Sends one message to `peer` (connecting on first use). Error bits:
+  // kLinkError when no transport reaches the peer or the link failed (the
+  // cached link is dropped then, so the next send reconnects).
+  uint32_t send(const NetAddress& peer, const abi::WireHeader& header, PayloadWriter& payload,
+                Clock::time_point deadline);
+  void forget(const NetAddress& peer);
+  void clear();
+  size_t cached() const;
+
+ private:
+  std::shared_ptr<Link> connect(const NetAddress& peer, Clock::time_point deadline);
+
+  TransportKind kind_;
+  NetAddress self_;
+  TransportSet& transports_;
+  std::shared_ptr<Link> loopback_;
+  mutable std::mutex mutex_;
+  std::unordered_map<uint64_t, std::shared_ptr<Link>> links_;
+};
+
+}  // namespace accl::emu

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Memory an emulated CCLO reaches: device memory banks, registered host
+// memory, and the overflow store of the receive side.
+//
+// Address map (64-bit CCLO addresses):
+//   device bank b:   ((b + 1) << 40) + offset, offset < bank size
+//   overflow store:  (kOverflowBankTag << 40) + offset  (internal, device-like)
+//   host memory:     the host pointer itself, used with the host flag
+//
+// Each bank is one MAP_NORESERVE mapping (pages are committed on first use)
+// managed by a first-fit allocator; addresses never move, so pointers handed
+// to transports stay valid for the bank's life.
+#pragma once
+
+#include <accl/device.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <vector>
+
+namespace accl::emu {
+
+// First-fit allocator over [0, size). Not thread-safe (Bank locks).
+class RangeAllocator {
+ public:
+  RangeAllocator(uint64_t size, uint64_t alignment);
+  // Offset of a new block of at least `bytes` (rounded up to the alignment;
+  // 0 bytes counts as one unit), or nullopt when no free range fits.
+  std::optional<uint64_t> allocate(uint64_t bytes);
+  // Size of the freed block, or 0 when `offset` is not an allocated block.
+  uint64_t free(uint64_t offset);
+  uint64_t used_bytes() const { return used_; }
+  uint64_t size() const { return size_; }
+  size_t free_ranges() const { return free_.size(); }
+
+ private:
+  uint64_t size_;
+  uint64_t alignment_;
+  uint64_t used_ = 0;
+  std::map<uint64_t, uint64_t> free_;   // offset -> length, coalesced
+  std::map<uint64_t, uint64_t> blocks_; // offset -> length of allocated blocks
+};
+
+// One contiguous mapping at a fixed CCLO base address.
+class Bank {
+ public:
+  Bank(uint64_t base_address, size_t bytes, uint64_t alignment);
+  ~Bank();
+  Bank(const Bank&) = delete;
+  Bank& operator=(const Bank&) = delete;
+
+  // CCLO address of a new block, or nullopt when the bank is full.
+  std::optional<uint64_t> allocate(size_t bytes);
+  // Bytes freed (0: not an allocated block).
+  uint64_t free(uint64_t address);
+  uint64_t used_bytes() const;
+
+  uint64_t base() const { return base_; }
+  size_t size() const { return bytes_; }
+  bool contains(uint64_t address) const { return address - base_ < bytes_; }
+  // Pointer to [address, address + bytes) or nullptr when it leaves the bank.
+  std::byte* translate(uint64_t address, uint64_t bytes) const noexcept {
+    uint64_t off = address - base_;
+    if (off > bytes_ || bytes > bytes_ - off) return nullptr;
+    return data_ + off;
+  }
+
+ private:
+  uint64_t base_;
+  size_t bytes_;
+  std::byte* data_ = nullptr;
+  mutable std::mutex mutex_;
+  RangeAllocator alloc_;
+};
+
+class DeviceMemory {
+ public:
+  static constexpr unsigned kAddressShift = 40;
+  static constexpr uint64_t kOffsetMask = (uint64_t{1} << kAddressShift) - 1;
+  static constexpr uint64_t kOverflowBankTag = 0x100;  // far above any device bank
+  static constexpr uint64_t kAlignment = 4096;
+
+  DeviceMemory(unsigned banks, size_t bank_bytes, size_t overflow_bytes);
+  ~DeviceMemory();
+
+  // Device interface semantics; throw std::invalid_argument / std::bad_alloc.
+  DeviceAllocation allocate(size_t bytes, MemoryKind kind, unsigned bank);
+  DeviceAllocation map_host(void* ptr, size_t bytes);
+  void free(const DeviceAllocation& alloc);
+  // Throw std::out_of_range for addresses outside every bank / host region.
+  void copy_to_device(uint64_t address, const void* src, size_t bytes);
+  void copy_from_device(uint64_t address, void* dst, size_t bytes);
+
+  // Data-plane access: pointer to [addr, addr + bytes) or error bits
+  // (kDmaDecodeError: address in no bank/region; kDmaSlaveError: the range
+  // runs past the end of its bank/region). Never throws.
+  uint32_t resolve(uint64_t addr, bool host, uint64_t bytes, std::byte*& out) const noexcept;
+
+  Bank& overflow() { return *overflow_; }
+  unsigned banks() const { return static_cast<unsigned>(banks_.size()); }
+
+ private:
+  struct HostRegion {
+    size_t bytes;
+    bool owned;  // allocated by us (free it) or mapped user memory
+  };
+  uint32_t resolve_device(uint64_t addr, uint64_t bytes, std::byte*& out) const noexcept;
+  uint32_t resolve_host(uint64_t addr, uint64_t bytes, std::byte*& out) const noexcept;
+  std::byte* checked(uint64_t address, size_t bytes, const char* what) const;
+
+  std::vector<std::unique_ptr<Bank>> banks_;
+  std::unique_ptr<Bank> overflow_;
+  // Host memory the CCLO may touch. Regions may overlap (a user maps the same
+  // memory twice), hence multimap + the largest size to bound the search.
+  mutable std::shared_mutex host_mutex_;
+  std::multimap<uintptr_t, HostRegion> host_;
+  size_t host_max_bytes_ = 0;
+};
+
+}  // namespace accl::emu

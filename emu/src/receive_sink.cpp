@@ -1,0 +1,354 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "receive_sink.hpp"
+
+#include "net_address.hpp"
+
+#include <accl/log.hpp>
+
+#include <algorithm>
+
+namespace accl::emu {
+
+namespace {
+// Arrival tokens handed to the firmware (release_payload):
+//   RX buffer: bit 63 | generation (31 bits) << 32 | RX index
+//   overflow:  bit 62 | generation (22 bits) << 40 | offset in the overflow bank
+constexpr uint64_t kRxTokenBit = uint64_t{1} << 63;
+constexpr uint64_t kOverflowTokenBit = uint64_t{1} << 62;
+constexpr uint64_t kOffsetMask = DeviceMemory::kOffsetMask;
+
+uint64_t rx_token(uint32_t generation, uint32_t index) {
+  return kRxTokenBit | (uint64_t{generation & 0x7FFFFFFFu} << 32) | index;
+}
+uint64_t overflow_token(uint32_t generation, uint64_t offset) {
+  return kOverflowTokenBit | (uint64_t{generation & 0x3FFFFFu} << 40) | (offset & kOffsetMask);
+}
+
+uint32_t rx_record(uint32_t index) { return abi::kRxBufferTableOffset + index * abi::kRxBufferRecordBytes; }
+constexpr uint32_t kMaxRxBuffers = (abi::kConfigAreaEnd - abi::kRxBufferTableOffset) / abi::kRxBufferRecordBytes;
+
+// Target of header-only messages: transports get a valid pointer and write 0 bytes.
+std::byte g_no_payload[8];
+
+const char* type_name(uint8_t t) {
+  switch (t) {
+    case abi::kMsgEager: return "eager";
+    case abi::kMsgRendezvousData: return "rendezvous data";
+    case abi::kMsgRendezvousAddr: return "rendezvous address";
+    case abi::kMsgRendezvousDone: return "rendezvous done";
+    case abi::kMsgRendezvousRequest: return "rendezvous request";
+    default: return "unknown";
+  }
+}
+}  // namespace
+
+ReceiveSink::ReceiveSink(ExchangeMemory& xmem, DeviceMemory& memory, KernelStream& streams, Wakeup& firmware_doorbell)
+    : xmem_(xmem), memory_(memory), streams_(streams), doorbell_(firmware_doorbell) {}
+
+ReceiveSink::~ReceiveSink() = default;
+
+void ReceiveSink::push_arrival(fw::Arrival a) {
+  arrivals_.push_back(a);
+  arrival_count_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void ReceiveSink::error_arrival(fw::ArrivalKind kind, const NetAddress& from, const abi::WireHeader& h,
+                                uint32_t status) {
+  fw::Arrival a;
+  a.kind = kind;
+  a.header = h;
+  a.status = status;
+  a.peer_ip = from.ip;
+  a.peer_port = from.port;
+  push_arrival(a);
+}
+
+std::byte* ReceiveSink::place_eager(const NetAddress& from, const abi::WireHeader& h, ReceiveTicket& t) {
+  // Driver writes the count last: 0 means "table not (yet) configured".
+  uint32_t count = std::min(xmem_.load(abi::kRxBufferCountOffset), kMaxRxBuffers);
+  uint32_t size = xmem_.load(abi::kRxBufferSizeOffset);
+  if (count > 0 && h.count <= size) {
+    for (uint32_t i = 0; i < count; ++i) {
+      uint32_t rec = rx_record(i);
+      // ENQUEUED = "a write is posted into this buffer": claims it against
+      // other transport threads and shows up in dump_rx_buffers().
+      if (!xmem_.compare_exchange(rec + 4 * abi::kRxStatus, abi::kRxIdle, abi::kRxEnqueued)) continue;
+      uint64_t addr = xmem_.load(rec + 4 * abi::kRxAddrLow) | (uint64_t{xmem_.load(rec + 4 * abi::kRxAddrHigh)} << 32);
+      std::byte* p = nullptr;
+      bool host = false;
+      // RX buffers normally live in a device bank; accept host_only ones too.
+      if (memory_.resolve(addr, false, size, p) != 0) host = memory_.resolve(addr, true, size, p) == 0;
+      if (p == nullptr) {
+        xmem_.store(rec + 4 * abi::kRxStatus, abi::kRxIdle);
+        ACCL_LOG_ERROR("emulated CCLO: RX buffer {} at 0x{:x} ({} bytes) is not valid memory; skipped", i, addr, size);
+        continue;
+      }
+      t.kind = kRxBuffer;
+      t.rx_index = i;
+      t.token = (uint64_t{generation_} << 1) | (host ? 1 : 0);
+      return p;
+    }
+  }
+  // No idle RX buffer: keep the message in the bounded overflow store rather
+  // than stalling the link (hardware would apply back-pressure).
+  if (auto addr = memory_.overflow().allocate(h.count)) {
+    t.kind = kOverflow;
+    t.token = *addr;
+    t.rx_index = generation_;
+    return memory_.overflow().translate(*addr, h.count);
+  }
+  ACCL_LOG_ERROR("emulated CCLO: no RX buffer and no overflow space (ACCL_EMU_OVERFLOW_BYTES) for {} bytes from {} "
+                 "(tag {}, seqn {}); message discarded",
+                 h.count, to_string(from), h.tag, h.seqn);
+  error_arrival(fw::ArrivalKind::message, from, h, abi::kDmaSizeError);
+  t.kind = kDiscard;
+  return nullptr;
+}
+
+std::byte* ReceiveSink::place_rendezvous(const NetAddress& from, const abi::WireHeader& h, ReceiveTicket& t) {
+  auto it = std::find_if(windows_.begin(), windows_.end(), [&](const OpenWindow& o) {
+    return o.w.peer_ip == from.ip && o.w.peer_port == from.port && o.w.ctx == h.ctx && o.w.rid == h.rid;
+  });
+  uint32_t err = 0;
+  if (it == windows_.end()) err = abi::kDmaDecodeError;
+  else if (it->w.addr != h.vaddr || it->w.host != (h.host != 0)) err = abi::kDmaDecodeError;
+  else if (it->w.bytes != h.count) err = abi::kDmaSizeError;
+  if (err != 0) {
+    if (it == windows_.end())
+      ACCL_LOG_ERROR("emulated CCLO: rendezvous data from {} (ctx {}, rid {}, {} bytes at 0x{:x}) matches no open "
+                     "window; discarded",
+                     to_string(from), h.ctx, h.rid, h.count, h.vaddr);
+    else
+      ACCL_LOG_ERROR("emulated CCLO: rendezvous data from {} (ctx {}, rid {}) does not fit its window: {} bytes at "
+                     "0x{:x}{} vs window {} bytes at 0x{:x}{}; discarded",
+                     to_string(from), h.ctx, h.rid, h.count, h.vaddr, h.host ? " (host)" : "", it->w.bytes,
+                     it->w.addr, it->w.host ? " (host)" : "");
+    error_arrival(fw::ArrivalKind::rendezvous_done, from, h, err);
+    t.kind = kDiscard;
+    return nullptr;
+  }
+  // One window, one transfer: take it out so a duplicate cannot write again.
+  // (Window::compressed needs no action: payload bytes land as they come,
+  // the flag tells the firmware how to read them.)
+  auto f = std::make_unique<InFlight>();
+  f->generation = generation_;
+  f->window = it->w;
+  std::byte* p = it->ptr;
+  windows_.erase(it);
+  t.kind = kWindow;
+  t.token = next_token_++;
+  in_flight_.emplace(t.token, std::move(f));
+  return h.count == 0 ? g_no_payload : p;
+}
+
+std::byte* ReceiveSink::begin_message(const NetAddress& from, const abi::WireHeader& h, ReceiveTicket& t) {
+  t = ReceiveTicket{};
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (h.strm != 0 && h.msg_type != abi::kMsgRendezvousData) {
+    // stream_put: straight to the kernel stream (public ACCL bypass path).
+    auto f = std::make_unique<InFlight>();
+    f->generation = generation_;
+    f->data.resize(h.count);
+    std::byte* p = h.count == 0 ? g_no_payload : f->data.data();
+    t.kind = kStream;
+    t.token = next_token_++;
+    in_flight_.emplace(t.token, std::move(f));
+    return p;
+  }
+  switch (h.msg_type) {
+    case abi::kMsgRendezvousData:
+      return place_rendezvous(from, h, t);
+    case abi::kMsgEager:
+    case abi::kMsgRendezvousAddr:
+    case abi::kMsgRendezvousDone:
+    case abi::kMsgRendezvousRequest:
+      if (h.count == 0) {
+        t.kind = kHeaderOnly;
+        t.token = generation_;
+        return g_no_payload;
+      }
+      return place_eager(from, h, t);
+    default:
+      ACCL_LOG_ERROR("emulated CCLO: message of unknown type {} from {} ({} bytes) discarded", h.msg_type,
+                     to_string(from), h.count);
+      t.kind = kDiscard;
+      return nullptr;
+  }
+}
+
+void ReceiveSink::end_message(const NetAddress& from, const abi::WireHeader& h, ReceiveTicket& t, uint32_t status) {
+  std::vector<std::byte> stream_data;
+  bool deliver_stream = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (status != 0 && t.kind != kDiscard)
+      ACCL_LOG_WARN("emulated CCLO: {} message from {} ({} bytes, seqn {}) broke off (status 0x{:x}); discarded",
+                    type_name(h.msg_type), to_string(from), h.count, h.seqn, status);
+    fw::Arrival a;
+    a.kind = fw::ArrivalKind::message;
+    a.header = h;
+    a.peer_ip = from.ip;
+    a.peer_port = from.port;
+    switch (t.kind) {
+      case kDiscard:
+        break;  // the error was reported in begin_message
+      case kHeaderOnly:
+        if (status == 0 && t.token == generation_) push_arrival(a);
+        break;
+      case kRxBuffer: {
+        uint32_t gen = static_cast<uint32_t>(t.token >> 1);
+        if (gen != generation_) break;  // table may have been rewritten after a reset: do not touch it
+        uint32_t rec = rx_record(t.rx_index);
+        if (status != 0) {
+          xmem_.store(rec + 4 * abi::kRxStatus, abi::kRxIdle);
+          break;
+        }
+        xmem_.store(rec + 4 * abi::kRxTag, h.tag);
+        xmem_.store(rec + 4 * abi::kRxLen, h.count);
+        xmem_.store(rec + 4 * abi::kRxSrc, h.src);
+        xmem_.store(rec + 4 * abi::kRxSeqn, h.seqn);
+        xmem_.store(rec + 4 * abi::kRxStatus, abi::kRxReserved);  // publishes the fields above
+        a.payload_addr = xmem_.load(rec + 4 * abi::kRxAddrLow) | (uint64_t{xmem_.load(rec + 4 * abi::kRxAddrHigh)} << 32);
+        a.payload_host = (t.token & 1) != 0;
+        a.rx_index = t.rx_index;
+        a.token = rx_token(gen, t.rx_index);
+        push_arrival(a);
+        break;
+      }
+      case kOverflow: {
+        uint64_t addr = t.token;
+        if (status != 0 || t.rx_index != generation_) {
+          memory_.overflow().free(addr);
+          break;
+        }
+        uint64_t offset = addr - memory_.overflow().base();
+        overflow_live_[offset] = generation_;
+        a.payload_addr = addr;
+        a.payload_host = false;
+        a.token = overflow_token(generation_, offset);
+        push_arrival(a);
+        break;
+      }
+      case kWindow: {
+        auto it = in_flight_.find(t.token);
+        if (it == in_flight_.end()) break;
+        if (it->second->generation == generation_) {
+          a.kind = fw::ArrivalKind::rendezvous_done;
+          a.status = status != 0 ? (status | abi::kLinkError) : 0;
+          push_arrival(a);
+        }
+        in_flight_.erase(it);
+        break;
+      }
+      case kStream: {
+        auto it = in_flight_.find(t.token);
+        if (it == in_flight_.end()) break;
+        if (status == 0 && it->second->generation == generation_) {
+          stream_data = std::move(it->second->data);
+          deliver_stream = true;
+        }
+        in_flight_.erase(it);
+        break;
+      }
+    }
+  }
+  if (deliver_stream) {
+    uint32_t id = h.strm >= abi::kStreamIdOffset ? h.strm - abi::kStreamIdOffset : h.strm;
+    streams_.push(id, std::move(stream_data));
+  }
+  t = ReceiveTicket{};
+  doorbell_.ring();
+}
+
+void ReceiveSink::link_failed(const NetAddress& peer, uint32_t status) {
+  ACCL_LOG_WARN("emulated CCLO: link from {} failed (status 0x{:x})", to_string(peer), status);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    abi::WireHeader h{};
+    error_arrival(fw::ArrivalKind::link_error, peer, h, status != 0 ? status : abi::kLinkError);
+  }
+  if (on_link_failure_) on_link_failure_(peer);
+  doorbell_.ring();
+}
+
+bool ReceiveSink::pop_arrival(fw::Arrival& out) {
+  if (arrival_count_.load(std::memory_order_acquire) == 0) return false;  // cheap poll for the firmware loop
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (arrivals_.empty()) return false;
+  out = arrivals_.front();
+  arrivals_.pop_front();
+  arrival_count_.fetch_sub(1, std::memory_order_acq_rel);
+  return true;
+}
+
+void ReceiveSink::release_locked(uint64_t token) {
+  if (token & kRxTokenBit) {
+    uint32_t gen = static_cast<uint32_t>(token >> 32) & 0x7FFFFFFFu;
+    uint32_t index = static_cast<uint32_t>(token);
+    if (gen != (generation_ & 0x7FFFFFFFu) || index >= kMaxRxBuffers) return;  // stale (reset since)
+    xmem_.store(rx_record(index) + 4 * abi::kRxStatus, abi::kRxIdle);
+  } else if (token & kOverflowTokenBit) {
+    uint64_t offset = token & kOffsetMask;
+    uint32_t gen = static_cast<uint32_t>(token >> 40) & 0x3FFFFFu;
+    auto it = overflow_live_.find(offset);
+    if (it == overflow_live_.end() || (it->second & 0x3FFFFFu) != gen) return;
+    memory_.overflow().free(memory_.overflow().base() + offset);
+    overflow_live_.erase(it);
+  }
+}
+
+void ReceiveSink::release_payload(const fw::Arrival& a) {
+  if (a.token == 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_locked(a.token);
+}
+
+uint32_t ReceiveSink::open_window(const fw::Window& w) {
+  std::byte* p = nullptr;
+  if (memory_.resolve(w.addr, w.host, w.bytes, p) != 0) {
+    ACCL_LOG_ERROR("emulated CCLO: rendezvous window of {} bytes at 0x{:x}{} is not valid memory", w.bytes, w.addr,
+                   w.host ? " (host)" : "");
+    return abi::kInvalidArgument;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& o : windows_) {
+    if (o.w.peer_ip == w.peer_ip && o.w.peer_port == w.peer_port && o.w.ctx == w.ctx && o.w.rid == w.rid) {
+      ACCL_LOG_ERROR("emulated CCLO: rendezvous window (peer {}, ctx {}, rid {}) is already open",
+                     to_string(NetAddress{w.peer_ip, static_cast<uint16_t>(w.peer_port)}), w.ctx, w.rid);
+      return abi::kInvalidArgument;
+    }
+  }
+  windows_.push_back(OpenWindow{w, p});
+  return 0;
+}
+
+void ReceiveSink::close_window(const fw::Window& w) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::erase_if(windows_, [&](const OpenWindow& o) {
+    return o.w.peer_ip == w.peer_ip && o.w.peer_port == w.peer_port && o.w.ctx == w.ctx && o.w.rid == w.rid;
+  });
+}
+
+size_t ReceiveSink::open_windows() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return windows_.size();
+}
+
+void ReceiveSink::reset() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& a : arrivals_) release_locked(a.token);
+    arrivals_.clear();
+    arrival_count_.store(0, std::memory_order_release);
+    windows_.clear();
+    // Payloads the firmware popped but never released: their tokens go stale
+    // with the generation bump, so free them here.
+    for (const auto& [offset, gen] : overflow_live_) memory_.overflow().free(memory_.overflow().base() + offset);
+    overflow_live_.clear();
+    ++generation_;
+    if (generation_ == 0) generation_ = 1;
+  }
+  streams_.clear();
+}
+
+}  // namespace accl::emu

@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The receive side of an emulated CCLO's data plane (public ACCL: depacketizer
+// + RX buffer enqueue/dequeue engines), as the transports' Sink.
+//
+// Where a message lands:
+//   header.strm != 0         -> the local kernel stream (id strm - 9), no arrival
+//   rendezvous data (type 1) -> only into an open window matching
+//                               (peer, ctx, rid, vaddr, bytes) exactly;
+//                               arrival "rendezvous_done" at the end
+//   eager/request/address    -> header-only: no storage; else an IDLE RX buffer
+//                               big enough (record: ENQUEUED while written,
+//                               then RESERVED + tag/len/src/seqn), else the
+//                               bounded overflow store; arrival "message"
+// Anything that cannot be placed is discarded with an error arrival, so the
+// firmware fails the affected receive instead of waiting for it.
+//
+// Arrivals are queued when a message is complete. A link delivers its
+// messages one after the other, so arrivals keep each link's order whatever
+// storage each message got.
+//
+// Contract with transports (also in transport.hpp): every begin_message() is
+// followed by exactly one end_message() with the same ticket, also when
+// begin_message() returned nullptr; count 0 returns a valid non-null pointer.
+#pragma once
+
+#include "exchange_memory.hpp"
+#include "kernel_stream.hpp"
+#include "memory.hpp"
+#include "transport.hpp"
+#include "wakeup.hpp"
+
+#include <accl_fw/dataplane.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace accl::emu {
+
+class ReceiveSink final : public Sink {
+ public:
+  ReceiveSink(ExchangeMemory& xmem, DeviceMemory& memory, KernelStream& streams, Wakeup& firmware_doorbell);
+  ~ReceiveSink() override;
+
+  // --- Sink (transport threads) ---
+  std::byte* begin_message(const NetAddress& from, const abi::WireHeader& header, ReceiveTicket& ticket) override;
+  void end_message(const NetAddress& from, const abi::WireHeader& header, ReceiveTicket& ticket,
+                   uint32_t status) override;
+  void link_failed(const NetAddress& peer, uint32_t status) override;
+
+  // --- firmware side (DataPlane) ---
+  bool pop_arrival(fw::Arrival& out);
+  void release_payload(const fw::Arrival& a);
+  uint32_t open_window(const fw::Window& w);
+  void close_window(const fw::Window& w);
+  // Soft reset: drops queued arrivals (freeing their storage), windows and
+  // kernel stream data; messages in flight are discarded when they end.
+  void reset();
+
+  size_t arrival_count() const { return arrival_count_.load(std::memory_order_acquire); }
+  size_t open_windows() const;
+  // Called (outside the sink's lock) when a link from `peer` fails, so the
+  // sending side can drop its cached link too.
+  void set_link_failure_hook(std::function<void(const NetAddress&)> hook) { on_link_failure_ = std::move(hook); }
+
+ private:
+  enum TicketKind : uint32_t {
+    kDiscard = 0,
+    kHeaderOnly = 1,
+    kRxBuffer = 2,
+    kOverflow = 3,
+    kWindow = 4,
+    kStream = 5,
+  };
+  // Per-message state for windows and kernel-stream messages (keyed by
+  // ticket.token). RX buffer / overflow tickets carry their state inline.
+  struct InFlight {
+    uint32_t generation = 0;
+    fw::Window window{};
+    std::vector<std::byte> data;
+  };
+  struct OpenWindow {
+    fw::Window w;
+    std::byte* ptr;
+  };
+
+  std::byte* place_eager(const NetAddress& from, const abi::WireHeader& h, ReceiveTicket& t);  // holds mutex_
+  std::byte* place_rendezvous(const NetAddress& from, const abi::WireHeader& h, ReceiveTicket& t);  // holds mutex_
+  void push_arrival(fw::Arrival a);  // holds mutex_
+  void release_locked(uint64_t token);
+  void error_arrival(fw::ArrivalKind kind, const NetAddress& from, const abi::WireHeader& h, uint32_t status);
+
+  ExchangeMemory& xmem_;
+  DeviceMemory& memory_;
+  KernelStream& streams_;
+  Wakeup& doorbell_;
+  std::function<void(const NetAddress&)> on_link_failure_;
+
+  mutable std::mutex mutex_;
+  uint32_t generation_ = 1;  // bumped by reset(); stale tickets/tokens are ignored
+  std::deque<fw::Arrival> arrivals_;
+  std::atomic<size_t> arrival_count_{0};
+  std::vector<OpenWindow> windows_;
+  uint64_t next_token_ = 1;
+  std::unordered_map<uint64_t, std::unique_ptr<InFlight>> in_flight_;
+  // Overflow payloads delivered and not yet released: bank offset -> generation.
+  std::unordered_map<uint64_t, uint32_t> overflow_live_;
+};
+
+}  // namespace accl::emu

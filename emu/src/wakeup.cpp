@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "wakeup.hpp"
+
+namespace accl::emu {
+
+void Wakeup::ring() {
+  epoch_.fetch_add(1, std::memory_order_seq_cst);
+  // A sleeper registers (sleepers_++) under the mutex before it re-checks the
+  // epoch. The seq_cst load here pairs with that: either we see the sleeper
+  // and notify under the mutex, or the sleeper sees our epoch increment.
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cv_.notify_all();
+  }
+}
+
+void Wakeup::stop() {
+  stopped_.store(true, std::memory_order_release);
+  epoch_.fetch_add(1, std::memory_order_acq_rel);
+  std::lock_guard<std::mutex> lock(mutex_);
+  cv_.notify_all();
+}
+
+uint64_t Wakeup::wait(uint64_t seen, Clock::time_point deadline) {
+  // seq_cst: Dekker-style pairing with ring() (epoch store, then sleepers load).
+  auto changed = [&] { return epoch_.load(std::memory_order_seq_cst) != seen || stopped(); };
+  // Spin phase: a reply from a peer often arrives within microseconds.
+  if (spin_until(spin_, deadline, changed)) return epoch();
+  if (Clock::now() >= deadline) return epoch();
+  std::unique_lock<std::mutex> lock(mutex_);
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  cv_.wait_until(lock, deadline, changed);
+  sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+  return epoch();
+}
+
+}  // namespace accl::emu

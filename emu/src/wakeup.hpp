@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Wakeup: the one doorbell of an emulated CCLO's firmware thread. Producers
+// (call controller, receive sink, shutdown) ring it after they queued work;
+// the firmware's DataPlane::idle() waits on it.
+//
+// It is an epoch counter rather than a "work available" predicate so the
+// firmware may leave work queued (e.g. calls it cannot start yet) without
+// idle() turning into a busy loop: idle() returns when something happened
+// since the previous idle() returned. Waiters spin briefly first (cheap
+// hand-offs between ranks), then block, because 4+ ranks often share 2 cores.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+namespace accl::emu {
+
+// One short pause inside spin loops (PAUSE on x86; lets the sibling
+// hyper-thread run and saves power).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// How long a waiter spins before it blocks, adapted to how well spinning
+// works right now. Spinning pays only when the thread that will wake us runs
+// on another core; with more busy threads than cores (4+ ranks on 2 cores:
+// each rank has a host and a firmware thread) a spin runs out in vain and
+// steals the core from the very thread we wait for. So: a spin that ends
+// with the event doubles the budget (up to the configured maximum), one that
+// runs out halves it, down to zero (block at once); every 64th wait probes
+// with the full budget so spinning comes back when cores free up. An event
+// that arrives only late in the spin counts as a miss too: under
+// oversubscription the event is late *because* we hold the core.
+class SpinBudget {
+ public:
+  explicit SpinBudget(std::chrono::nanoseconds max) : max_(max.count()), budget_(max.count()) {}
+  // Budget for the next wait.
+  std::chrono::nanoseconds next() {
+    int64_t b = budget_.load(std::memory_order_relaxed);
+    if (b < max_ && (waits_.fetch_add(1, std::memory_order_relaxed) & 63) == 0) b = max_;
+    return std::chrono::nanoseconds(b);
+  }
+  void spin_succeeded() {
+    int64_t b = budget_.load(std::memory_order_relaxed);
+    budget_.store(std::min(max_, std::max<int64_t>(2 * b, 1000)), std::memory_order_relaxed);
+  }
+  void spin_failed() {
+    int64_t b = budget_.load(std::memory_order_relaxed) / 2;
+    budget_.store(b < 500 ? 0 : b, std::memory_order_relaxed);
+  }
+
+ private:
+  const int64_t max_;
+  std::atomic<int64_t> budget_;  // relaxed: a heuristic, races only blur it
+  std::atomic<uint32_t> waits_{0};
+};
+
+// Spins until done() or the budget / deadline runs out; reports the outcome
+// to `budget`. True when done() became true while spinning.
+template <typename Done>
+bool spin_until(SpinBudget& budget, std::chrono::steady_clock::time_point deadline, Done&& done) {
+  auto now = std::chrono::steady_clock::now();
+  auto spin = budget.next();
+  if (spin.count() == 0) return done();
+  const auto start = now;
+  auto end = std::min(deadline, now + spin);
+  unsigned iterations = 0;
+  while (now < end) {
+    if (done()) {
+      // Count it as a hit only if it came in the first half of the budget.
+      if ((now - start) * 2 <= spin) budget.spin_succeeded();
+      else budget.spin_failed();
+      return true;
+    }
+    cpu_relax();
+    if ((++iterations & 15) == 0) now = std::chrono::steady_clock::now();
+  }
+  if (done()) return true;
+  if (end < deadline) budget.spin_failed();  // ran out of spin, not of time
+  return false;
+}
+
+class Wakeup {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit Wakeup(std::chrono::nanoseconds spin) : spin_(spin) {}
+
+  // Something happened: wake the waiter. Cheap when nobody is blocked.
+  void ring();
+  // Waits until ring() was called after `seen` was read (returns the epoch
+  // now), or `deadline` passes, or stop() was called.
+  uint64_t wait(uint64_t seen, Clock::time_point deadline);
+  uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+
+  void stop();
+  bool stopped() const { return stopped_.load(std::memory_order_acquire); }
+
+ private:
+  SpinBudget spin_;
+  std::atomic<uint64_t> epoch_{0};
+  std::atomic<bool> stopped_{false};
+  std::atomic<int> sleepers_{0};  // lets ring() skip the mutex when nobody sleeps
+  std::mutex mutex_;
+  std::condition_variable cv_;
+};
+
+}  // namespace accl::emu

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: Apache-2.0
+// Call controller: FIFO hand-off, device-side chaining, waits with deadlines.
+#include "emu_test_util.hpp"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace accl::emu::test {
+namespace {
+
+CallWords call(uint32_t scenario, uint32_t count = 0) {
+  CallWords w;
+  w[abi::kWordScenario] = scenario;
+  w[abi::kWordCount] = count;
+  return w;
+}
+
+TEST(EmuCallController, FifoAndResult) {
+  auto d = make_device();
+  auto& dp = d->dataplane();
+  CallId a = d->start(call(abi::kNop, 1), {});
+  CallId b = d->start(call(abi::kCopy, 2), {});
+  EXPECT_NE(a, 0u);
+  EXPECT_NE(a, b);
+  EXPECT_FALSE(d->test(a));
+  fw::Call c;
+  ASSERT_TRUE(dp.pop_call(c));
+  EXPECT_EQ(c.id, a);
+  EXPECT_EQ(c.words[abi::kWordCount], 1u);
+  ASSERT_TRUE(dp.pop_call(c));
+  EXPECT_EQ(c.id, b);
+  EXPECT_EQ(c.words[abi::kWordScenario], static_cast<uint32_t>(abi::kCopy));
+  EXPECT_FALSE(dp.pop_call(c));
+  EXPECT_THROW(d->result(a), std::logic_error);
+  dp.finish_call(a, abi::kReceiveTimeoutError, 4000);
+  EXPECT_TRUE(d->test(a));
+  EXPECT_TRUE(d->wait(a, 0ns));
+  EXPECT_EQ(d->result(a).retcode, static_cast<uint32_t>(abi::kReceiveTimeoutError));
+  EXPECT_EQ(d->result(a).duration_ns, 4000u);
+  EXPECT_EQ(d->read(abi::kRetcodeOffset), static_cast<uint32_t>(abi::kReceiveTimeoutError));
+  EXPECT_EQ(d->read(abi::kPerfCounterOffset), 1000u);  // 4 ns cycles
+  d->release(a);
+  EXPECT_THROW(d->result(a), std::invalid_argument);
+  EXPECT_TRUE(d->test(a));  // released ids count as complete
+  EXPECT_THROW(d->wait(999, 0ns), std::invalid_argument);
+  dp.finish_call(b, 0, 0);
+  dp.finish_call(b, 0, 0);  // duplicate: logged, ignored
+  EXPECT_EQ(d->result(b).retcode, 0u);
+}
+
+TEST(EmuCallController, ChainingHoldsDependentCalls) {
+  auto d = make_device();
+  auto& dp = d->dataplane();
+  CallId a = d->start(call(abi::kNop), {});
+  CallId b = d->start(call(abi::kNop), {});
+  std::vector<CallId> deps{a, b};
+  CallId c = d->start(call(abi::kCopy), deps);
+  CallId e = d->start(call(abi::kNop), std::vector<CallId>{c});
+  fw::Call got;
+  ASSERT_TRUE(dp.pop_call(got));
+  EXPECT_EQ(got.id, a);
+  ASSERT_TRUE(dp.pop_call(got));
+  EXPECT_EQ(got.id, b);
+  EXPECT_FALSE(dp.pop_call(got));  // c waits for a and b
+  dp.finish_call(a, 0, 0);
+  EXPECT_FALSE(dp.pop_call(got));
+  dp.finish_call(b, abi::kLinkError, 0);  // a failed dependency still releases c
+  ASSERT_TRUE(dp.pop_call(got));
+  EXPECT_EQ(got.id, c);
+  EXPECT_FALSE(dp.pop_call(got));
+  dp.finish_call(c, 0, 0);
+  ASSERT_TRUE(dp.pop_call(got));
+  EXPECT_EQ(got.id, e);
+  dp.finish_call(e, 0, 0);
+  // Dependencies that already completed or were released are satisfied.
+  d->release(a);
+  CallId f = d->start(call(abi::kNop), std::vector<CallId>{a, b, 12345});
+  ASSERT_TRUE(dp.pop_call(got));
+  EXPECT_EQ(got.id, f);
+  dp.finish_call(f, 0, 0);
+}
+
+TEST(EmuCallController, WaitTimesOutAndWakes) {
+  auto d = make_device();
+  auto& dp = d->dataplane();
+  CallId a = d->start(call(abi::kNop), {});
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(d->wait(a, 30ms));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 30ms);
+  std::thread fw([&] {
+    fw::Call c;
+    while (!dp.pop_call(c)) dp.idle(dp.now_ns() + 1'000'000);
+    std::this_thread::sleep_for(20ms);
+    dp.finish_call(c.id, 0, 100);
+  });
+  EXPECT_TRUE(d->wait(a, 5s));
+  fw.join();
+  EXPECT_EQ(d->result(a).duration_ns, 100u);
+}
+
+TEST(EmuCallController, IdleWakesOnNewCallAndRespectsDeadline) {
+  auto d = make_device();
+  auto& dp = d->dataplane();
+  dp.idle(dp.now_ns());  // consume earlier events
+  uint64_t t0 = dp.now_ns();
+  dp.idle(t0 + 20'000'000);
+  EXPECT_GE(dp.now_ns() - t0, 19'000'000u);
+  std::thread starter([&] {
+    std::this_thread::sleep_for(10ms);
+    d->start(call(abi::kNop), {});
+  });
+  t0 = dp.now_ns();
+  fw::Call c;
+  while (!dp.pop_call(c)) dp.idle(t0 + 5'000'000'000ull);
+  EXPECT_LT(dp.now_ns() - t0, 2'000'000'000u);
+  starter.join();
+  dp.finish_call(c.id, 0, 0);
+}
+
+TEST(EmuCallController, ManyWaitersManyCalls) {
+  auto d = make_device();
+  auto& dp = d->dataplane();
+  constexpr int kCalls = 200;
+  std::atomic<bool> stop{false};
+  std::thread fw([&] {
+    fw::Call c;
+    while (!stop.load()) {
+      if (dp.pop_call(c)) dp.finish_call(c.id, c.words[abi::kWordCount], 0);
+      else dp.idle(dp.now_ns() + 1'000'000);
+    }
+  });
+  std::vector<std::thread> hosts;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 4; ++t) {
+    hosts.emplace_back([&, t] {
+      CallId prev = 0;
+      for (int i = 0; i < kCalls; ++i) {
+        std::vector<CallId> deps;
+        if (prev != 0) deps.push_back(prev);
+        CallId id = d->start(call(abi::kNop, static_cast<uint32_t>(t * 1000 + i)), deps);
+        if (i % 3 == 0) {
+          if (d->wait(id, 10s) && d->result(id).retcode == static_cast<uint32_t>(t * 1000 + i)) ok++;
+          d->release(id);
+          prev = 0;
+        } else {
+          if (prev != 0) d->release(prev);
+          prev = id;
+          ok++;
+        }
+      }
+      if (prev != 0) {
+        d->wait(prev, 10s);
+        d->release(prev);
+      }
+    });
+  }
+  for (auto& h : hosts) h.join();
+  stop = true;
+  fw.join();
+  EXPECT_EQ(ok.load(), 4 * kCalls);
+}
+
+TEST(EmuCallController, AbortEndsOpenCalls) {
+  ExchangeMemory x;
+  Wakeup doorbell(10us);
+  CallController cc(x, doorbell, 10us);
+  CallId a = cc.start(call(abi::kNop), {});
+  CallId b = cc.start(call(abi::kNop), std::vector<CallId>{a});
+  bool woke = false;
+  std::thread waiter([&] { woke = cc.wait(b, 10s); });
+  std::this_thread::sleep_for(10ms);
+  cc.abort_all(abi::kNotReady);  // what ~EmuDevice does once the firmware is gone
+  waiter.join();
+  EXPECT_TRUE(woke);
+  EXPECT_EQ(cc.result(a).retcode, static_cast<uint32_t>(abi::kNotReady));
+  EXPECT_EQ(cc.result(b).retcode, static_cast<uint32_t>(abi::kNotReady));
+  fw::Call c;
+  EXPECT_FALSE(cc.pop(c));
+}
+
+}  // namespace
+}  // namespace accl::emu::test

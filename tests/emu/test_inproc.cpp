@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: Apache-2.0
+// In-process transport, link selection and the loopback link.
+#include "emu_test_util.hpp"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace accl::emu::test {
+namespace {
+
+// Records messages like a minimal sink.
+class RecordingSink final : public Sink {
+ public:
+  std::byte* begin_message(const NetAddress& from, const abi::WireHeader& h, ReceiveTicket& t) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    froms.push_back(from);
+    headers.push_back(h);
+    payloads.emplace_back(h.count);
+    t.token = payloads.size() - 1;
+    return payloads.back().data();
+  }
+  void end_message(const NetAddress&, const abi::WireHeader&, ReceiveTicket&, uint32_t status) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    statuses.push_back(status);
+  }
+  void link_failed(const NetAddress&, uint32_t) override {}
+
+  std::mutex mutex_;
+  std::vector<NetAddress> froms;
+  std::vector<abi::WireHeader> headers;
+  std::vector<std::vector<std::byte>> payloads;
+  std::vector<uint32_t> statuses;
+};
+
+class FillWriter final : public PayloadWriter {
+ public:
+  uint32_t write(std::byte* dst, size_t offset, size_t bytes) override {
+    calls++;
+    for (size_t i = 0; i < bytes; ++i) dst[i] = static_cast<std::byte>((offset + i) * 7);
+    return 0;
+  }
+  int calls = 0;
+};
+
+TransportOptions at(uint16_t port) {
+  TransportOptions o;
+  o.bind = NetAddress{parse_ipv4("127.0.0.1"), port};
+  return o;
+}
+
+TEST(EmuInproc, DeliversWithOneWriterCall) {
+  auto a = make_inproc_transport(at(0));
+  auto b = make_inproc_transport(at(0));
+  EXPECT_NE(a->local_address().port, 0);
+  EXPECT_NE(a->local_address().port, b->local_address().port);
+  RecordingSink sa, sb;
+  a->start(sa);
+  b->start(sb);
+  auto deadline = Clock::now() + 1s;
+  auto link = a->connect(b->local_address(), deadline);
+  ASSERT_NE(link, nullptr);
+  auto h = header(1000);
+  FillWriter w;
+  EXPECT_EQ(link->send(h, w, deadline), 0u);
+  EXPECT_EQ(w.calls, 1);
+  ASSERT_EQ(sb.headers.size(), 1u);
+  EXPECT_EQ(sb.froms[0], a->local_address());
+  EXPECT_EQ(sb.statuses[0], 0u);
+  for (size_t i = 0; i < 1000; ++i) ASSERT_EQ(sb.payloads[0][i], static_cast<std::byte>(i * 7));
+  // Unknown peers are not reachable in-process.
+  EXPECT_EQ(a->connect(NetAddress{parse_ipv4("127.0.0.1"), 1}, deadline), nullptr);
+  // After the peer stops, its links fail cleanly.
+  b->stop();
+  EXPECT_EQ(link->send(h, w, deadline), static_cast<uint32_t>(abi::kLinkError));
+  EXPECT_EQ(a->connect(b->local_address(), deadline), nullptr);
+  a->stop();
+}
+
+TEST(EmuInproc, SameAddressTwiceIsRejected) {
+  auto a = make_inproc_transport(at(0));
+  RecordingSink s;
+  a->start(s);
+  auto b = make_inproc_transport(at(a->local_address().port));
+  EXPECT_THROW(b->start(s), std::runtime_error);
+}
+
+TEST(EmuInproc, StopWaitsForSendersInsideTheSink) {
+  auto a = make_inproc_transport(at(0));
+  auto b = make_inproc_transport(at(0));
+  RecordingSink sa, sb;
+  a->start(sa);
+  b->start(sb);
+  auto link = a->connect(b->local_address(), Clock::now() + 1s);
+  std::atomic<bool> stop{false};
+  std::atomic<int> sent{0};
+  std::thread sender([&] {
+    FillWriter w;
+    auto h = header(256);
+    while (!stop.load())
+      if (link->send(h, w, Clock::now() + 1s) == 0) sent++;
+  });
+  while (sent.load() < 100) std::this_thread::yield();
+  b->stop();  // must not return while the sender is inside sb
+  size_t n;
+  {
+    std::lock_guard<std::mutex> lock(sb.mutex_);
+    n = sb.statuses.size();
+  }
+  std::this_thread::sleep_for(5ms);
+  {
+    std::lock_guard<std::mutex> lock(sb.mutex_);
+    EXPECT_EQ(sb.statuses.size(), n);
+    EXPECT_EQ(sb.headers.size(), sb.statuses.size());
+  }
+  stop = true;
+  sender.join();
+}
+
+TEST(EmuInproc, DevicesFindEachOtherAutomatically) {
+  auto a = make_device(TransportKind::automatic);
+  auto b = make_device(TransportKind::automatic);
+  EXPECT_NE(a->address().port, 0);
+  EXPECT_EQ(a->endpoint().ip, "127.0.0.1");
+  EXPECT_EQ(endpoint(*a).port, a->address().port);
+  setup_rx(*b, 2, 1024);
+  FillWriter w;
+  EXPECT_EQ(a->links().send(b->address(), header(100), w, Clock::now() + 1s), 0u);
+  fw::Arrival arr;
+  ASSERT_TRUE(b->dataplane().pop_arrival(arr));
+  EXPECT_EQ(arr.peer_port, a->address().port);
+  EXPECT_EQ(a->links().cached(), 1u);
+  // Unreachable peer: a link error, nothing cached.
+  auto c = make_device(TransportKind::inproc);
+  EXPECT_EQ(c->links().send(NetAddress{parse_ipv4("127.0.0.1"), 9}, header(0), w, Clock::now() + 1s),
+            static_cast<uint32_t>(abi::kLinkError));
+  EXPECT_EQ(c->links().cached(), 0u);
+}
+
+TEST(EmuInproc, SelfSendUsesOwnSink) {
+  auto a = make_device(TransportKind::inproc);
+  setup_rx(*a, 2, 1024);
+  FillWriter w;
+  EXPECT_EQ(a->links().send(a->address(), header(64), w, Clock::now() + 1s), 0u);
+  fw::Arrival arr;
+  ASSERT_TRUE(a->dataplane().pop_arrival(arr));
+  EXPECT_EQ(arr.peer_port, a->address().port);
+  EXPECT_EQ(arr.rx_index, 0u);
+}
+
+TEST(EmuInproc, ParseAndPrint) {
+  EXPECT_EQ(parse_ipv4("10.10.10.1"), 0x0A0A0A01u);
+  EXPECT_EQ(ipv4_to_string(0x0A0A0A01u), "10.10.10.1");
+  EXPECT_EQ(to_string(NetAddress{0x7F000001, 80}), "127.0.0.1:80");
+  EXPECT_THROW(parse_ipv4("localhost"), std::invalid_argument);
+  EXPECT_EQ(parse_transport("auto"), TransportKind::automatic);
+  EXPECT_EQ(parse_transport("TCP"), TransportKind::tcp);
+  EXPECT_EQ(to_string(TransportKind::shm), "shm");
+  EXPECT_THROW(parse_transport("carrier-pigeon"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace accl::emu::test

@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: Apache-2.0
+// Receive side: RX buffer placement, overflow store, rendezvous windows,
+// kernel-stream messages, link failures, reset. A fake transport drives the
+// sink with a fake PayloadWriter.
+#include "emu_test_util.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <thread>
+
+namespace accl::emu::test {
+namespace {
+
+// Payload byte i = seed + i.
+class PatternWriter final : public PayloadWriter {
+ public:
+  explicit PatternWriter(uint8_t seed) : seed_(seed) {}
+  uint32_t write(std::byte* dst, size_t offset, size_t bytes) override {
+    for (size_t i = 0; i < bytes; ++i) dst[i] = static_cast<std::byte>(seed_ + offset + i);
+    return 0;
+  }
+
+ private:
+  uint8_t seed_;
+};
+
+const NetAddress kPeer{0x7F000001, 4000};
+
+// What a transport does: begin, write in 64-byte pieces, end.
+bool deliver(Sink& sink, const NetAddress& from, const abi::WireHeader& h, uint8_t seed = 1, uint32_t fail = 0) {
+  PatternWriter w(seed);
+  ReceiveTicket t;
+  std::byte* dst = sink.begin_message(from, h, t);
+  if (dst != nullptr)
+    for (size_t off = 0; off < h.count; off += 64) w.write(dst + off, off, std::min<size_t>(64, h.count - off));
+  sink.end_message(from, h, t, fail);
+  return dst != nullptr;
+}
+
+bool pattern_ok(const std::byte* p, size_t n, uint8_t seed) {
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] != static_cast<std::byte>(seed + i)) return false;
+  return true;
+}
+
+const std::byte* payload(EmuDevice& d, const fw::Arrival& a) {
+  std::byte* p = nullptr;
+  EXPECT_EQ(d.memory().resolve(a.payload_addr, a.payload_host, a.header.count, p), 0u);
+  return p;
+}
+
+TEST(EmuSink, EagerLandsInIdleRxBuffer) {
+  auto d = make_device();
+  auto bufs = setup_rx(*d, 4, 1024);
+  auto& x = d->exchange_memory();
+  ASSERT_TRUE(deliver(d->sink(), kPeer, header(100, 9), 3));
+  fw::Arrival a;
+  ASSERT_TRUE(d->dataplane().pop_arrival(a));
+  EXPECT_EQ(a.kind, fw::ArrivalKind::message);
+  EXPECT_EQ(a.rx_index, 0u);
+  EXPECT_EQ(a.payload_addr, bufs[0].address);
+  EXPECT_FALSE(a.payload_host);
+  EXPECT_EQ(a.peer_ip, kPeer.ip);
+  EXPECT_EQ(a.peer_port, kPeer.port);
+  EXPECT_EQ(a.header.tag, 9u);
+  EXPECT_TRUE(pattern_ok(payload(*d, a), 100, 3));
+  EXPECT_EQ(rx_field(x, 0, abi::kRxStatus), static_cast<uint32_t>(abi::kRxReserved));
+  EXPECT_EQ(rx_field(x, 0, abi::kRxTag), 9u);
+  EXPECT_EQ(rx_field(x, 0, abi::kRxLen), 100u);
+  EXPECT_EQ(rx_field(x, 0, abi::kRxSrc), 1u);
+  EXPECT_EQ(rx_field(x, 0, abi::kRxSeqn), 3u);
+  // Next message takes the next idle buffer; releasing frees the first.
+  ASSERT_TRUE(deliver(d->sink(), kPeer, header(64)));
+  fw::Arrival b;
+  ASSERT_TRUE(d->dataplane().pop_arrival(b));
+  EXPECT_EQ(b.rx_index, 1u);
+  d->dataplane().release_payload(a);
+  EXPECT_EQ(rx_field(x, 0, abi::kRxStatus), static_cast<uint32_t>(abi::kRxIdle));
+  d->dataplane().release_payload(a);  // double release is harmless
+  d->dataplane().release_payload(b);
+  EXPECT_FALSE(d->dataplane().pop_arrival(a));
+}
+
+TEST(EmuSink, OverflowWhenRxBuffersAreBusyKeepsOrder) {
+  auto d = make_device();
+  setup_rx(*d, 2, 256);
+  auto& dp = d->dataplane();
+  for (uint8_t i = 0; i < 5; ++i) {
+    auto h = header(i == 3 ? 1000 : 200);  // message 3 is larger than an RX buffer
+    h.seqn = i;
+    ASSERT_TRUE(deliver(d->sink(), kPeer, h, i));
+  }
+  std::vector<fw::Arrival> got(5);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(dp.pop_arrival(got[i]));
+  for (uint32_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(got[i].header.seqn, i);  // arrival order == link order
+    EXPECT_TRUE(pattern_ok(payload(*d, got[i]), got[i].header.count, static_cast<uint8_t>(i)));
+  }
+  EXPECT_EQ(got[0].rx_index, 0u);
+  EXPECT_EQ(got[1].rx_index, 1u);
+  for (int i = 2; i < 5; ++i) {
+    EXPECT_EQ(got[i].rx_index, 0xFFFFFFFFu);
+    EXPECT_EQ(got[i].payload_addr >> 40, DeviceMemory::kOverflowBankTag);
+  }
+  EXPECT_GT(d->memory().overflow().used_bytes(), 0u);
+  for (auto& a : got) dp.release_payload(a);
+  EXPECT_EQ(d->memory().overflow().used_bytes(), 0u);
+}
+
+TEST(EmuSink, OverflowLimitDiscardsWithError) {
+  auto d = make_device();  // overflow store: 1 MiB, no RX table configured
+  auto& dp = d->dataplane();
+  ASSERT_TRUE(deliver(d->sink(), kPeer, header(700 * 1024)));
+  EXPECT_FALSE(deliver(d->sink(), kPeer, header(700 * 1024)));
+  fw::Arrival a, b;
+  ASSERT_TRUE(dp.pop_arrival(a));
+  ASSERT_TRUE(dp.pop_arrival(b));
+  EXPECT_EQ(a.status, 0u);
+  EXPECT_EQ(b.status, static_cast<uint32_t>(abi::kDmaSizeError));
+  EXPECT_EQ(b.token, 0u);
+  dp.release_payload(a);
+  EXPECT_TRUE(deliver(d->sink(), kPeer, header(700 * 1024)));  // space again
+}
+
+TEST(EmuSink, HeaderOnlyMessagesNeedNoStorage) {
+  auto d = make_device();
+  auto h = header(0, 1, abi::kMsgRendezvousRequest);
+  h.msg_bytes = 1 << 20;
+  h.rid = 77;
+  ASSERT_TRUE(deliver(d->sink(), kPeer, h));
+  fw::Arrival a;
+  ASSERT_TRUE(d->dataplane().pop_arrival(a));
+  EXPECT_EQ(a.header.msg_type, abi::kMsgRendezvousRequest);
+  EXPECT_EQ(a.header.rid, 77u);
+  EXPECT_EQ(a.token, 0u);
+  EXPECT_EQ(a.rx_index, 0xFFFFFFFFu);
+}
+
+TEST(EmuSink, StreamMessagesGoToKernelStream) {
+  auto d = make_device();
+  auto h = header(128);
+  h.strm = abi::kStreamIdOffset + 3;
+  ASSERT_TRUE(deliver(d->sink(), kPeer, h, 11));
+  fw::Arrival a;
+  EXPECT_FALSE(d->dataplane().pop_arrival(a));
+  EXPECT_EQ(d->streams().available(), 128u);
+  EXPECT_EQ(d->streams().front_stream_id(), 3);
+  std::vector<std::byte> out(128);
+  ASSERT_TRUE(d->streams().pull(out.data(), 128, std::chrono::steady_clock::now()));
+  EXPECT_TRUE(pattern_ok(out.data(), 128, 11));
+}
+
+TEST(EmuSink, RendezvousNeedsAnExactlyMatchingWindow) {
+  auto d = make_device();
+  auto& dp = d->dataplane();
+  auto buf = d->allocate(4096, MemoryKind::device, 0);
+  auto h = header(4096, 0, abi::kMsgRendezvousData);
+  h.rid = 5;
+  h.vaddr = buf.address;
+  // No window at all.
+  EXPECT_FALSE(deliver(d->sink(), kPeer, h));
+  fw::Arrival a;
+  ASSERT_TRUE(dp.pop_arrival(a));
+  EXPECT_EQ(a.kind, fw::ArrivalKind::rendezvous_done);
+  EXPECT_EQ(a.status, static_cast<uint32_t>(abi::kDmaDecodeError));
+
+  fw::Window w;
+  w.peer_ip = kPeer.ip;
+  w.peer_port = kPeer.port;
+  w.ctx = h.ctx;
+  w.rid = 5;
+  w.addr = buf.address;
+  w.bytes = 2048;  // smaller than the data
+  EXPECT_EQ(dp.open_window(w), 0u);
+  EXPECT_EQ(dp.open_window(w), static_cast<uint32_t>(abi::kInvalidArgument));  // already open
+  EXPECT_FALSE(deliver(d->sink(), kPeer, h));
+  ASSERT_TRUE(dp.pop_arrival(a));
+  EXPECT_EQ(a.status, static_cast<uint32_t>(abi::kDmaSizeError));
+  dp.close_window(w);
+  EXPECT_EQ(d->sink().open_windows(), 0u);
+
+  // Wrong peer port, then the right window.
+  w.bytes = 4096;
+  w.peer_port = kPeer.port + 1;
+  EXPECT_EQ(dp.open_window(w), 0u);
+  EXPECT_FALSE(deliver(d->sink(), kPeer, h));
+  ASSERT_TRUE(dp.pop_arrival(a));
+  EXPECT_NE(a.status, 0u);
+  dp.close_window(w);
+  w.peer_port = kPeer.port;
+  EXPECT_EQ(dp.open_window(w), 0u);
+  EXPECT_TRUE(deliver(d->sink(), kPeer, h, 42));
+  ASSERT_TRUE(dp.pop_arrival(a));
+  EXPECT_EQ(a.kind, fw::ArrivalKind::rendezvous_done);
+  EXPECT_EQ(a.status, 0u);
+  EXPECT_EQ(a.header.rid, 5u);
+  std::vector<std::byte> back(4096);
+  d->copy_from_device(buf.address, back.data(), 4096);
+  EXPECT_TRUE(pattern_ok(back.data(), 4096, 42));
+  EXPECT_EQ(d->sink().open_windows(), 0u);  // one window, one transfer
+  EXPECT_FALSE(deliver(d->sink(), kPeer, h));  // a duplicate finds no window
+  ASSERT_TRUE(dp.pop_arrival(a));
+  EXPECT_NE(a.status, 0u);
+
+  // Windows must be valid memory.
+  w.addr = 0x1234;
+  EXPECT_EQ(dp.open_window(w), static_cast<uint32_t>(abi::kInvalidArgument));
+  d->free(buf);
+}
+
+TEST(EmuSink, BrokenMessageFreesItsBuffer) {
+  auto d = make_device();
+  setup_rx(*d, 1, 1024);
+  EXPECT_TRUE(deliver(d->sink(), kPeer, header(500), 1, abi::kLinkError));
+  fw::Arrival a;
+  EXPECT_FALSE(d->dataplane().pop_arrival(a));
+  EXPECT_EQ(rx_field(d->exchange_memory(), 0, abi::kRxStatus), static_cast<uint32_t>(abi::kRxIdle));
+}
+
+TEST(EmuSink, LinkFailureBecomesArrival) {
+  auto d = make_device();
+  d->sink().link_failed(kPeer, abi::kLinkError);
+  fw::Arrival a;
+  ASSERT_TRUE(d->dataplane().pop_arrival(a));
+  EXPECT_EQ(a.kind, fw::ArrivalKind::link_error);
+  EXPECT_EQ(a.peer_ip, kPeer.ip);
+  EXPECT_EQ(a.peer_port, kPeer.port);
+  EXPECT_EQ(a.status, static_cast<uint32_t>(abi::kLinkError));
+}
+
+TEST(EmuSink, ResetDropsEverything) {
+  auto d = make_device();
+  setup_rx(*d, 1, 256);
+  auto& dp = d->dataplane();
+  ASSERT_TRUE(deliver(d->sink(), kPeer, header(100)));
+  ASSERT_TRUE(deliver(d->sink(), kPeer, header(100)));  // overflow
+  fw::Arrival held;
+  ASSERT_TRUE(dp.pop_arrival(held));  // popped, never released before the reset
+  // A message in flight across the reset is dropped when it ends.
+  ReceiveTicket t;
+  auto h = header(100);
+  ASSERT_NE(d->sink().begin_message(kPeer, h, t), nullptr);
+  auto s = header(64);
+  s.strm = 10;
+  ASSERT_TRUE(deliver(d->sink(), kPeer, s));
+  dp.reset_datapath();
+  d->sink().end_message(kPeer, h, t, 0);
+  fw::Arrival a;
+  EXPECT_FALSE(dp.pop_arrival(a));
+  EXPECT_EQ(d->streams().available(), 0u);
+  EXPECT_EQ(d->memory().overflow().used_bytes(), 0u);
+  dp.release_payload(held);  // stale token: ignored
+  // The driver reconfigures the table after a reset.
+  setup_rx(*d, 1, 256);
+  ASSERT_TRUE(deliver(d->sink(), kPeer, header(10)));
+  ASSERT_TRUE(dp.pop_arrival(a));
+  EXPECT_EQ(a.rx_index, 0u);
+}
+
+TEST(EmuSink, ConcurrentLinksKeepTheirOrder) {
+  auto d = make_device();
+  setup_rx(*d, 8, 512);
+  auto& dp = d->dataplane();
+  constexpr int kLinks = 4, kMessages = 300;
+  std::atomic<bool> done{false};
+  std::map<uint16_t, uint32_t> next;
+  int received = 0;
+  bool in_order = true;
+  std::thread consumer([&] {
+    fw::Arrival a;
+    while (received < kLinks * kMessages) {
+      if (!dp.pop_arrival(a)) {
+        dp.idle(dp.now_ns() + 1'000'000);
+        continue;
+      }
+      if (a.header.seqn != next[static_cast<uint16_t>(a.peer_port)]++) in_order = false;
+      if (!pattern_ok(payload(*d, a), a.header.count, static_cast<uint8_t>(a.header.seqn))) in_order = false;
+      dp.release_payload(a);
+      ++received;
+    }
+    done = true;
+  });
+  std::vector<std::thread> links;
+  for (int l = 0; l < kLinks; ++l) {
+    links.emplace_back([&, l] {
+      for (uint32_t i = 0; i < kMessages; ++i) {
+        auto h = header(64 + (i % 7) * 64);
+        h.seqn = i;
+        deliver(d->sink(), NetAddress{kPeer.ip, static_cast<uint16_t>(5000 + l)}, h, static_cast<uint8_t>(i));
+      }
+    });
+  }
+  for (auto& t : links) t.join();
+  consumer.join();
+  EXPECT_TRUE(done.load());
+  EXPECT_TRUE(in_order);
+  EXPECT_EQ(d->memory().overflow().used_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace accl::emu::test
