@@ -1,0 +1,912 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Shared-memory transport: the fast path between processes on one host.
+//
+// Per directed pair, the sender creates a POSIX shm segment
+//   /accl-<secret hash>-<receiver ip>-<receiver port>-<sender port>-<pid>-<n>
+// (mode 0600): one 4 KiB control page plus a power-of-two data ring. It
+// announces the segment over the receiver's control socket, a Unix
+// SOCK_SEQPACKET socket at the abstract address "accl-emu-shm-v1/<ip>:<port>"
+// of the receiver's NetAddress:
+//   sender   -> receiver  ShmHello (identity + credential, ring size, name)
+//   receiver -> sender    HelloReply
+// The receiver checks the peer's uid (SO_PEERCRED) and credential, maps the
+// segment and starts a reader thread for it; the sender then unlinks the
+// name (both sides hold the mapping), so nothing is left in /dev/shm even if
+// a process dies later. The control socket stays open for the life of the
+// link: its hang-up is how each side learns that the other process died.
+//
+// Ring: single producer, single consumer, monotonically increasing 64-bit
+// byte positions (head: published by the sender, tail: released by the
+// reader). A message is a 64-byte WireHeader followed by the payload padded
+// to 64 bytes. The sender publishes the header together with the first
+// payload piece and then piece by piece (at most max_piece_bytes), so
+// payloads larger than the ring stream through it while the reader copies
+// out of it into the sink's memory. Waiting spins for ACCL_EMU_SPIN_US, then
+// sleeps on a shared futex word with a bounded timeout.
+#include "transport_common.hpp"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+
+#include <bit>
+#include <climits>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace accl::emu {
+namespace {
+
+using namespace transport_detail;
+
+constexpr uint32_t kRingMagic = 0x474E4952;  // "RING"
+constexpr uint32_t kRingVersion = 1;
+constexpr size_t kControlBytes = 4096;
+constexpr size_t kMinRingBytes = size_t{64} << 10;
+constexpr size_t kMaxRingBytes = size_t{1} << 30;
+// Longest single futex sleep: a safety net only, every state change wakes
+// the sleeper explicitly.
+constexpr auto kSleepSlice = std::chrono::milliseconds(100);
+// How often a sender looks at the control socket for a dead receiver.
+constexpr auto kLivenessCheck = std::chrono::milliseconds(1);
+
+enum ProducerState : uint32_t { kProducerOpen = 0, kProducerClosed = 1, kProducerAborted = 2 };
+enum ConsumerState : uint32_t { kConsumerOpen = 0, kConsumerClosed = 1 };
+
+// The control page at the start of each segment. Producer and consumer
+// words live on separate cache lines.
+struct RingControl {
+  uint32_t magic;
+  uint32_t version;
+  uint64_t ring_bytes;
+  uint32_t sender_pid;  // diagnostics (ipcs-style inspection of a live segment)
+  uint32_t reserved;
+
+  alignas(64) std::atomic<uint64_t> head;  // bytes published by the producer
+  std::atomic<uint32_t> data_futex;        // bumped to wake the consumer
+  std::atomic<uint32_t> consumer_sleeping;
+  std::atomic<uint32_t> producer_state;    // ProducerState
+
+  alignas(64) std::atomic<uint64_t> tail;  // bytes released by the consumer
+  std::atomic<uint32_t> space_futex;       // bumped to wake the producer
+  std::atomic<uint32_t> producer_sleeping;
+  std::atomic<uint32_t> consumer_state;    // ConsumerState
+};
+static_assert(sizeof(RingControl) <= kControlBytes);
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
+              "ring words are shared between processes: they must be lock-free");
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex words are 32-bit");
+
+// ---- futex (shared, not FUTEX_PRIVATE: the words live in a shared mapping)
+
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, std::chrono::microseconds timeout) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(timeout.count() / 1000000);
+  ts.tv_nsec = static_cast<long>((timeout.count() % 1000000) * 1000);
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>& word) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// Unconditional wake: for rare events (close, abort, stop).
+void wake(std::atomic<uint32_t>& word) {
+  word.fetch_add(1, std::memory_order_acq_rel);
+  futex_wake_all(word);
+}
+
+// Wake after publishing progress; costs a syscall only when the other side
+// sleeps. Dekker-style handshake on `sleeping` with read-modify-writes (not
+// fences, which ThreadSanitizer cannot follow): both RMWs are ordered in the
+// word's modification order, so either ours reads the sleeper's 1 and wakes
+// it, or its exchange reads our write and thereby sees our progress.
+void notify(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleeping) {
+  if (sleeping.fetch_add(0, std::memory_order_acq_rel) != 0) wake(word);
+}
+
+template <class Ready>
+void sleep_until(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleeping, Ready ready,
+                 std::chrono::microseconds timeout) {
+  sleeping.exchange(1, std::memory_order_acq_rel);
+  // A wake between here and futex_wait changes `word`: the wait returns.
+  const uint32_t seen = word.load(std::memory_order_acquire);
+  if (!ready() && timeout.count() > 0) futex_wait(word, seen, timeout);
+  sleeping.store(0, std::memory_order_relaxed);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Polls `ready` for up to `budget` (ACCL_EMU_SPIN_US) before the caller goes
+// to sleep: a message that follows within microseconds is taken without a
+// futex round trip. Yields now and then so that, with more threads than
+// cores, the thread we wait for can run on this core.
+template <class Ready>
+bool spin_until(Ready ready, std::chrono::microseconds budget) {
+  if (budget.count() <= 0) return false;
+  const auto end = Clock::now() + budget;
+  for (;;) {
+    for (int i = 0; i < 32; ++i) {
+      if (ready()) return true;
+      cpu_relax();
+    }
+    if (Clock::now() >= end) return ready();
+    std::this_thread::yield();
+  }
+}
+
+std::chrono::microseconds until(Clock::time_point deadline, std::chrono::microseconds cap) {
+  auto rest = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
+  return std::clamp(rest, std::chrono::microseconds(0), cap);
+}
+
+// ---- mappings -------------------------------------------------------------
+
+// One mapped segment. Mappings are shared through a per-process registry so
+// that a sender and a receiver in the same process use the same address: the
+// ring's acquire/release pairs then also order the accesses for tools like
+// ThreadSanitizer, which track memory by virtual address.
+class Mapping {
+ public:
+  Mapping(std::string name, void* base, size_t bytes) : name_(std::move(name)), base_(base), bytes_(bytes) {}
+  ~Mapping() {
+    ::munmap(base_, bytes_);
+    std::lock_guard lock(registry_mutex());
+    auto it = registry().find(name_);
+    if (it != registry().end() && it->second.expired()) registry().erase(it);
+  }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+
+  RingControl& control() const { return *static_cast<RingControl*>(base_); }
+  std::byte* data() const { return static_cast<std::byte*>(base_) + kControlBytes; }
+  size_t ring_bytes() const { return bytes_ - kControlBytes; }
+  const std::string& name() const { return name_; }
+
+  // Creates a new segment (never an existing one) with an initialized
+  // control page.
+  static std::shared_ptr<Mapping> create(const std::string& name, size_t ring_bytes) {
+    UniqueFd fd(::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!fd) return nullptr;
+    const size_t bytes = kControlBytes + ring_bytes;
+    void* base = MAP_FAILED;
+    if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) == 0)
+      base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (base == MAP_FAILED) {
+      int saved = errno;
+      ::shm_unlink(name.c_str());
+      errno = saved;
+      return nullptr;
+    }
+    auto* ctl = new (base) RingControl{};
+    ctl->magic = kRingMagic;
+    ctl->version = kRingVersion;
+    ctl->ring_bytes = ring_bytes;
+    ctl->sender_pid = static_cast<uint32_t>(::getpid());
+    auto mapping = std::make_shared<Mapping>(name, base, bytes);
+    std::lock_guard lock(registry_mutex());
+    registry()[name] = mapping;
+    return mapping;
+  }
+
+  // Maps a segment a sender announced; validates its size and control page.
+  static std::shared_ptr<Mapping> open(const std::string& name, size_t ring_bytes, std::string& error) {
+    {
+      std::lock_guard lock(registry_mutex());
+      auto it = registry().find(name);
+      if (it != registry().end())
+        if (auto existing = it->second.lock()) return validate(existing, ring_bytes, error) ? existing : nullptr;
+    }
+    UniqueFd fd(::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0));
+    if (!fd) {
+      error = std::string("shm_open: ") + std::strerror(errno);
+      return nullptr;
+    }
+    struct stat st {};
+    const size_t bytes = kControlBytes + ring_bytes;
+    if (::fstat(fd.get(), &st) != 0 || static_cast<size_t>(st.st_size) != bytes || st.st_uid != ::geteuid()) {
+      error = "segment size or owner does not match";
+      return nullptr;
+    }
+    void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (base == MAP_FAILED) {
+      error = std::string("mmap: ") + std::strerror(errno);
+      return nullptr;
+    }
+    auto mapping = std::make_shared<Mapping>(name, base, bytes);
+    return validate(mapping, ring_bytes, error) ? mapping : nullptr;
+  }
+
+ private:
+  static bool validate(const std::shared_ptr<Mapping>& m, size_t ring_bytes, std::string& error) {
+    const RingControl& ctl = m->control();
+    if (ctl.magic != kRingMagic || ctl.version != kRingVersion || ctl.ring_bytes != ring_bytes ||
+        m->ring_bytes() != ring_bytes) {
+      error = "control page does not match the handshake";
+      return false;
+    }
+    return true;
+  }
+
+  static std::mutex& registry_mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<std::string, std::weak_ptr<Mapping>>& registry() {
+    static std::map<std::string, std::weak_ptr<Mapping>> r;
+    return r;
+  }
+
+  std::string name_;
+  void* base_;
+  size_t bytes_;
+};
+
+// ---- control socket -------------------------------------------------------
+
+struct ShmHello {
+  HelloIdentity id;
+  uint64_t ring_bytes = 0;
+  uint32_t sender_pid = 0;  // diagnostics; the receiver trusts SO_PEERCRED, not this
+  uint32_t reserved = 0;
+  char shm_name[96] = {};
+};
+
+sockaddr_un control_address(const NetAddress& a, socklen_t& len) {
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  // Abstract namespace (leading NUL): no file to clean up, vanishes with
+  // the process. Anyone in the network namespace may connect, which is why
+  // the handshake checks uid and job credential.
+  std::string name = "accl-emu-shm-v1/" + format_address(a);
+  std::memcpy(sa.sun_path + 1, name.data(), name.size());
+  len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  return sa;
+}
+
+bool valid_shm_name(const char* name, size_t capacity) {
+  size_t len = ::strnlen(name, capacity);
+  if (len == capacity || len < 7 || std::strncmp(name, "/accl-", 6) != 0) return false;
+  for (size_t i = 1; i < len; ++i)
+    if (name[i] == '/' || name[i] < 0x21 || name[i] > 0x7E) return false;
+  return true;
+}
+
+// ---- sending side ---------------------------------------------------------
+
+class ShmLink final : public Link {
+ public:
+  ShmLink(std::shared_ptr<Mapping> mapping, UniqueFd control_fd, NetAddress peer, const ShmTuning& tuning,
+          std::chrono::microseconds spin)
+      : mapping_(std::move(mapping)),
+        ctl_(mapping_->control()),
+        data_(mapping_->data()),
+        ring_bytes_(mapping_->ring_bytes()),
+        max_piece_(std::max<size_t>(round_up64(tuning.max_piece_bytes), 4096)),
+        control_fd_(std::move(control_fd)),
+        peer_(peer),
+        spin_(spin) {}
+
+  ~ShmLink() override { close(); }
+
+  uint32_t send(const abi::WireHeader& header, PayloadWriter& payload, Clock::time_point deadline) override {
+    std::unique_lock lock(send_mutex_, std::defer_lock);
+    if (!lock.try_lock_until(deadline)) return abi::kLinkError;
+    if (broken_.load(std::memory_order_acquire) || closing_.load(std::memory_order_acquire)) return abi::kLinkError;
+    if (receiver_gone()) {
+      break_link("receiver closed the link");
+      return abi::kLinkError;
+    }
+    const size_t count = header.count;
+    uint64_t pos = head_;
+    Wait w = wait_space(pos, sizeof header, deadline);
+    if (w != Wait::ready) return unpublished_failure(w);
+    std::memcpy(data_ + pos % ring_bytes_, &header, sizeof header);
+    pos += sizeof header;
+    if (count == 0) {
+      publish(pos);
+      return 0;
+    }
+    bool published = false;  // once true, a failure tears the message: abort the link
+    for (size_t offset = 0; offset < count;) {
+      w = wait_space(pos, 64, deadline);
+      if (w != Wait::ready) {
+        if (!published) return unpublished_failure(w);
+        abort_link(w == Wait::timeout ? "send timed out mid-message" : "link closed mid-message");
+        return abi::kLinkError;
+      }
+      const size_t free = ring_bytes_ - (pos - ctl_.tail.load(std::memory_order_acquire));
+      const size_t contiguous = ring_bytes_ - pos % ring_bytes_;
+      const size_t piece = std::min({free, contiguous, count - offset, max_piece_});
+      if (uint32_t err = payload.write(data_ + pos % ring_bytes_, offset, piece)) {
+        if (!published) return err;  // the header was never published
+        abort_link("payload writer failed mid-message");
+        return err | abi::kLinkError;
+      }
+      pos += round_up64(piece);
+      offset += piece;
+      publish(pos);
+      published = true;
+    }
+    return 0;
+  }
+
+  bool broken() const { return broken_.load(std::memory_order_acquire) || closing_.load(std::memory_order_acquire); }
+
+  // Graceful close (transport stop or last reference gone): the receiver
+  // drains what was published, then reports the link closed.
+  void close() {
+    if (closing_.exchange(true)) return;
+    wake(ctl_.space_futex);  // a send sleeping for space sees closing_ at once
+    std::lock_guard lock(send_mutex_);  // waits for a send in progress to bail out
+    uint32_t open = kProducerOpen;
+    ctl_.producer_state.compare_exchange_strong(open, kProducerClosed, std::memory_order_acq_rel);
+    wake(ctl_.data_futex);
+    ::shutdown(control_fd_.get(), SHUT_RDWR);
+  }
+
+ private:
+  enum class Wait { ready, timeout, closed };
+
+  uint32_t unpublished_failure(Wait w) {
+    // Nothing of this message is visible to the receiver: only a closed
+    // link is broken, a timeout leaves it usable.
+    if (w == Wait::closed) break_link("receiver closed the link");
+    return abi::kLinkError;
+  }
+
+  bool receiver_gone() {
+    if (ctl_.consumer_state.load(std::memory_order_acquire) != kConsumerOpen) return true;
+    auto now = Clock::now();
+    if (now - last_liveness_check_ < kLivenessCheck) return false;
+    last_liveness_check_ = now;
+    return peer_hung_up(control_fd_.get());
+  }
+
+  Wait wait_space(uint64_t pos, size_t need, Clock::time_point deadline) {
+    auto ready = [&] { return ring_bytes_ - (pos - ctl_.tail.load(std::memory_order_acquire)) >= need; };
+    if (spin_until(ready, spin_)) return Wait::ready;
+    for (;;) {
+      if (ready()) return Wait::ready;
+      if (closing_.load(std::memory_order_acquire) || broken_.load(std::memory_order_acquire)) return Wait::closed;
+      if (receiver_gone()) return Wait::closed;
+      if (Clock::now() >= deadline) return Wait::timeout;
+      auto stop_or_ready = [&] { return ready() || closing_.load(std::memory_order_acquire) ||
+                                        ctl_.consumer_state.load(std::memory_order_acquire) != kConsumerOpen; };
+      // Short slices: a receiver that dies without closing is only seen on
+      // the control socket.
+      sleep_until(ctl_.space_futex, ctl_.producer_sleeping, stop_or_ready,
+                  until(deadline, std::chrono::milliseconds(20)));
+    }
+  }
+
+  void publish(uint64_t pos) {
+    head_ = pos;
+    ctl_.head.store(pos, std::memory_order_release);
+    notify(ctl_.data_futex, ctl_.consumer_sleeping);
+  }
+
+  void break_link(const char* why) {
+    if (!broken_.exchange(true)) ACCL_LOG_WARN("shm: link to {} is down: {}", format_address(peer_), why);
+  }
+
+  // The message being written is torn: tell the reader not to deliver it.
+  void abort_link(const char* why) {
+    break_link(why);
+    ctl_.producer_state.store(kProducerAborted, std::memory_order_release);
+    wake(ctl_.data_futex);
+  }
+
+  TimedMutex send_mutex_;
+  const std::shared_ptr<Mapping> mapping_;
+  RingControl& ctl_;
+  std::byte* const data_;
+  const size_t ring_bytes_;
+  const size_t max_piece_;
+  UniqueFd control_fd_;
+  const NetAddress peer_;
+  const std::chrono::microseconds spin_;
+  uint64_t head_ = 0;  // guarded by send_mutex_
+  Clock::time_point last_liveness_check_{};  // guarded by send_mutex_
+  std::atomic<bool> broken_{false};
+  std::atomic<bool> closing_{false};
+};
+
+// ---- receiving side -------------------------------------------------------
+
+// One inbound ring and the thread copying out of it into the sink.
+class InboundRing {
+ public:
+  InboundRing(std::shared_ptr<Mapping> mapping, UniqueFd control, NetAddress from, Sink& sink,
+              std::chrono::microseconds spin, size_t max_piece)
+      : control_fd(std::move(control)),
+        mapping_(std::move(mapping)),
+        ctl_(mapping_->control()),
+        data_(mapping_->data()),
+        ring_bytes_(mapping_->ring_bytes()),
+        max_piece_(max_piece),
+        from_(from),
+        sink_(sink),
+        spin_(spin) {}
+
+  ~InboundRing() { join(); }
+
+  void start() { thread_ = std::thread([this] { run(); }); }
+
+  // Our transport stops: the reader leaves at its next wait.
+  void request_stop() {
+    stop_.store(true, std::memory_order_release);
+    wake(ctl_.data_futex);
+  }
+  // The control socket hung up: the sender closed or died.
+  void peer_gone() {
+    peer_gone_.store(true, std::memory_order_release);
+    wake(ctl_.data_futex);
+  }
+  bool finished() const { return finished_.load(std::memory_order_acquire); }
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  UniqueFd control_fd;  // owned here, watched by the control thread
+
+ private:
+  enum class Wait { ready, stopped, closed, aborted };
+
+  void run() {
+    uint64_t tail = ctl_.tail.load(std::memory_order_acquire);
+    abi::WireHeader header{};
+    ReceiveTicket ticket;
+    bool in_message = false;
+    Wait w = Wait::ready;
+    for (;;) {
+      w = wait_data(tail, sizeof header);
+      if (w != Wait::ready) break;
+      std::memcpy(&header, data_ + tail % ring_bytes_, sizeof header);
+      tail += sizeof header;
+      release(tail);
+      ticket = ReceiveTicket{};
+      std::byte* dst = sink_.begin_message(from_, header, ticket);
+      in_message = true;
+      for (size_t got = 0; got < header.count;) {
+        w = wait_data(tail, 1);
+        if (w != Wait::ready) break;
+        const size_t avail = ctl_.head.load(std::memory_order_acquire) - tail;
+        const size_t contiguous = ring_bytes_ - tail % ring_bytes_;
+        const size_t n = std::min({avail, contiguous, size_t{header.count} - got, max_piece_});
+        if (dst != nullptr) std::memcpy(dst + got, data_ + tail % ring_bytes_, n);
+        got += n;
+        // Pieces are 64-byte multiples except the last, whose padding the
+        // producer published with it.
+        tail += round_up64(n);
+        release(tail);
+      }
+      if (w != Wait::ready) break;
+      in_message = false;
+      sink_.end_message(from_, header, ticket, 0);
+    }
+    if (in_message) {
+      if (w != Wait::stopped)
+        ACCL_LOG_WARN("shm: link from {} broke mid-message", format_address(from_));
+      sink_.end_message(from_, header, ticket, abi::kLinkError);
+    }
+    if (w != Wait::stopped) {
+      if (!in_message) ACCL_LOG_INFO("shm: link from {} closed", format_address(from_));
+      sink_.link_failed(from_, abi::kLinkError);
+    }
+    // A sender still writing must fail instead of waiting for space.
+    ctl_.consumer_state.store(kConsumerClosed, std::memory_order_release);
+    wake(ctl_.space_futex);
+    finished_.store(true, std::memory_order_release);
+  }
+
+  void release(uint64_t tail) {
+    ctl_.tail.store(tail, std::memory_order_release);
+    notify(ctl_.space_futex, ctl_.producer_sleeping);
+  }
+
+  Wait wait_data(uint64_t tail, size_t need) {
+    auto ready = [&] { return ctl_.head.load(std::memory_order_acquire) - tail >= need; };
+    if (spin_until(ready, spin_)) return Wait::ready;
+    auto event = [&] {
+      return stop_.load(std::memory_order_acquire) || peer_gone_.load(std::memory_order_acquire) ||
+             ctl_.producer_state.load(std::memory_order_acquire) != kProducerOpen;
+    };
+    for (;;) {
+      if (ready()) return Wait::ready;
+      if (stop_.load(std::memory_order_acquire)) return Wait::stopped;
+      // Published data stays valid after the producer closed or died:
+      // deliver it first (ready() above), then report the end.
+      uint32_t state = ctl_.producer_state.load(std::memory_order_acquire);
+      if (state == kProducerAborted) return Wait::aborted;
+      if (state == kProducerClosed || peer_gone_.load(std::memory_order_acquire)) {
+        return ready() ? Wait::ready : Wait::closed;
+      }
+      sleep_until(ctl_.data_futex, ctl_.consumer_sleeping, [&] { return ready() || event(); },
+                  std::chrono::duration_cast<std::chrono::microseconds>(kSleepSlice));
+    }
+  }
+
+  const std::shared_ptr<Mapping> mapping_;
+  RingControl& ctl_;
+  std::byte* const data_;
+  const size_t ring_bytes_;
+  const size_t max_piece_;
+  const NetAddress from_;
+  Sink& sink_;
+  const std::chrono::microseconds spin_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> peer_gone_{false};
+  std::atomic<bool> finished_{false};
+  std::thread thread_;
+};
+
+// ---- transport ------------------------------------------------------------
+
+class ShmTransport final : public Transport {
+ public:
+  ShmTransport(const TransportOptions& options, const ShmTuning& tuning)
+      : tuning_(tuning),
+        credential_(make_credential(options.job_secret)),
+        check_secret_(!options.job_secret.empty()),
+        spin_(spin_duration()) {
+    size_t ring = std::clamp(tuning_.ring_bytes, kMinRingBytes, kMaxRingBytes);
+    tuning_.ring_bytes = std::bit_ceil(ring);
+    tuning_.max_piece_bytes = std::clamp(round_up64(tuning_.max_piece_bytes), size_t{4096}, tuning_.ring_bytes / 2);
+    Sha256::Digest h = Sha256().update(std::string("accl-emu-shm-name-v1\n")).update(options.job_secret).finish();
+    name_prefix_ = "/accl-" + to_hex(h.data(), 8);
+
+    local_ = options.bind;
+    if (local_.port == 0) {
+      // The shm endpoint is named by ip:port like the network transports;
+      // hold a bound (not listening) TCP socket so no other process on this
+      // host gets the same name.
+      port_reservation_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      sockaddr_in sa = to_sockaddr(options.bind);
+      if (!port_reservation_ || ::bind(port_reservation_.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+        throw_errno("shm: reserve a port on " + format_address(options.bind));
+      local_ = bound_address(port_reservation_.get());
+    }
+
+    listen_fd_.reset(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!listen_fd_) throw_errno("shm: socket");
+    socklen_t len = 0;
+    sockaddr_un sa = control_address(local_, len);
+    if (::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&sa), len) != 0)
+      throw_errno("shm: bind control socket for " + format_address(local_));
+    if (::listen(listen_fd_.get(), 128) != 0) throw_errno("shm: listen");
+    epoll_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
+    wake_fd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!epoll_fd_ || !wake_fd_) throw_errno("shm: epoll/eventfd");
+    watch(listen_fd_.get(), EPOLLIN);
+    watch(wake_fd_.get(), EPOLLIN);
+  }
+
+  ~ShmTransport() override { stop(); }
+
+  std::string name() const override { return "shm"; }
+  NetAddress local_address() const override { return local_; }
+
+  void start(Sink& sink) override {
+    std::lock_guard lock(state_mutex_);
+    if (started_ || stopped_) throw std::logic_error("shm transport: start() called twice or after stop()");
+    started_ = true;
+    sink_ = &sink;
+    control_thread_ = std::thread([this] { control_loop(); });
+  }
+
+  std::shared_ptr<Link> connect(const NetAddress& peer, Clock::time_point deadline) override {
+    // Shared memory only reaches this host: answer "not reachable" at once
+    // for other addresses so the caller falls back to a network transport.
+    if (!is_local_ipv4(peer.ip)) return nullptr;
+    std::shared_ptr<PeerSlot> slot;
+    {
+      std::lock_guard lock(state_mutex_);
+      if (stopped_) return nullptr;
+      auto& entry = peers_[address_key(peer)];
+      if (!entry) entry = std::make_shared<PeerSlot>();
+      slot = entry;
+      if (slot->link && !slot->link->broken()) return slot->link;
+    }
+    std::unique_lock connecting(slot->connect_mutex, std::defer_lock);
+    if (!connecting.try_lock_until(deadline)) return nullptr;
+    {
+      std::lock_guard lock(state_mutex_);
+      if (slot->link && !slot->link->broken()) return slot->link;
+    }
+    std::shared_ptr<ShmLink> link = dial(peer, deadline);
+    if (!link) return nullptr;
+    std::lock_guard lock(state_mutex_);
+    if (stopped_) {
+      link->close();
+      return nullptr;
+    }
+    slot->link = link;
+    return link;
+  }
+
+  void stop() override {
+    {
+      std::lock_guard lock(state_mutex_);
+      if (stopped_) return;
+      stopped_ = true;
+    }
+    stopping_.store(true, std::memory_order_release);
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t ignored = ::write(wake_fd_.get(), &one, sizeof one);
+    if (control_thread_.joinable()) control_thread_.join();
+    // The control thread is gone: the rings are ours now.
+    for (auto& [fd, ring] : rings_) ring->request_stop();
+    for (auto& [fd, ring] : rings_) ring->join();
+    rings_.clear();  // closes control sockets: senders see the hang-up
+    listen_fd_.reset();
+    std::lock_guard lock(state_mutex_);
+    for (auto& [key, slot] : peers_)
+      if (slot->link) slot->link->close();
+    port_reservation_.reset();
+  }
+
+ private:
+  struct PeerSlot {
+    TimedMutex connect_mutex;
+    std::shared_ptr<ShmLink> link;  // guarded by state_mutex_
+  };
+
+  void watch(int fd, uint32_t events) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.fd = fd;
+    if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) throw_errno("shm: epoll_ctl");
+  }
+
+  // Finds the peer's control socket (retrying briefly: it may still be
+  // starting), announces a fresh segment and waits for the reply.
+  std::shared_ptr<ShmLink> dial(const NetAddress& peer, Clock::time_point deadline) {
+    const auto find_deadline = std::min(deadline, Clock::now() + tuning_.local_connect_grace);
+    auto backoff = std::chrono::milliseconds(1);
+    UniqueFd fd;
+    for (;;) {
+      fd = try_connect_control(peer);
+      if (!fd) fd = try_connect_control(NetAddress{0, peer.port});  // peer bound to 0.0.0.0
+      if (fd) break;
+      if (stopping_.load(std::memory_order_acquire) || Clock::now() >= find_deadline) {
+        ACCL_LOG_DEBUG("shm: no shared-memory endpoint for {} on this host", format_address(peer));
+        return nullptr;
+      }
+      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, find_deadline - Clock::now()));
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(50));
+    }
+
+    std::shared_ptr<Mapping> mapping;
+    std::string name;
+    for (int attempt = 0; !mapping && attempt < 16; ++attempt) {
+      name = name_prefix_ + "-" + to_hex_ip(peer.ip) + "-" + std::to_string(peer.port) + "-" +
+             std::to_string(local_.port) + "-" + std::to_string(::getpid()) + "-" +
+             std::to_string(name_counter_.fetch_add(1));
+      mapping = Mapping::create(name, tuning_.ring_bytes);
+      if (!mapping && errno != EEXIST) break;
+    }
+    if (!mapping) {
+      ACCL_LOG_ERROR("shm: cannot create a ring for {}: {}", format_address(peer), std::strerror(errno));
+      return nullptr;
+    }
+    ShmHello hello;
+    hello.id = make_identity(kHelloShm, local_, credential_);
+    hello.ring_bytes = tuning_.ring_bytes;
+    hello.sender_pid = static_cast<uint32_t>(::getpid());
+    std::memcpy(hello.shm_name, name.c_str(), std::min(name.size() + 1, sizeof hello.shm_name));
+    size_t written = 0;
+    HelloReply reply;
+    IoStatus io = write_all(fd.get(), &hello, sizeof hello, deadline, &stopping_, written);
+    if (io == IoStatus::ok) io = read_exact(fd.get(), &reply, sizeof reply, deadline, &stopping_, true);
+    // Mapped on both sides (or given up): the name is no longer needed.
+    ::shm_unlink(name.c_str());
+    if (io != IoStatus::ok) {
+      ACCL_LOG_INFO("shm: handshake with {} failed: {}", format_address(peer),
+                    io == IoStatus::timeout ? "timed out" : "closed");
+      return nullptr;
+    }
+    if (reply.magic != kHelloMagic || reply.status != kHelloAccepted) {
+      ACCL_LOG_ERROR("shm: {} refused our connection: {}", format_address(peer),
+                     describe(reply.magic == kHelloMagic ? static_cast<HelloStatus>(reply.status) : kHelloMalformed));
+      return nullptr;
+    }
+    ACCL_LOG_DEBUG("shm: connected {} -> {} ({})", format_address(local_), format_address(peer), name);
+    return std::make_shared<ShmLink>(std::move(mapping), std::move(fd), peer, tuning_, spin_);
+  }
+
+  static std::string to_hex_ip(uint32_t ip) {
+    uint8_t b[4] = {uint8_t(ip >> 24), uint8_t(ip >> 16), uint8_t(ip >> 8), uint8_t(ip)};
+    return to_hex(b, 4);
+  }
+
+  static UniqueFd try_connect_control(const NetAddress& a) {
+    UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd) return fd;
+    socklen_t len = 0;
+    sockaddr_un sa = control_address(a, len);
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), len) != 0) fd.reset();
+    return fd;
+  }
+
+  // ---- control thread ----------------------------------------------------
+
+  struct Pending {
+    UniqueFd fd;
+    Clock::time_point accepted_at;
+  };
+
+  void control_loop() {
+    std::vector<epoll_event> events(32);
+    while (!stopping_.load(std::memory_order_acquire)) {
+      int n = ::epoll_wait(epoll_fd_.get(), events.data(), static_cast<int>(events.size()),
+                           static_cast<int>(kWaitSlice.count()));
+      if (n < 0 && errno != EINTR) {
+        ACCL_LOG_ERROR("shm: epoll_wait: {}", std::strerror(errno));
+        break;
+      }
+      for (int i = 0; i < n && !stopping_.load(std::memory_order_acquire); ++i) {
+        const int fd = events[i].data.fd;
+        if (fd == wake_fd_.get()) continue;
+        if (fd == listen_fd_.get()) {
+          accept_all();
+        } else if (auto p = pending_.find(fd); p != pending_.end()) {
+          handle_hello(p);
+        } else if (auto r = rings_.find(fd); r != rings_.end()) {
+          watch_established(*r->second);
+        }
+      }
+      sweep();
+    }
+    pending_.clear();
+  }
+
+  void accept_all() {
+    for (;;) {
+      int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+          ACCL_LOG_ERROR("shm: accept: {}", std::strerror(errno));
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        return;
+      }
+      Pending p{UniqueFd(fd), Clock::now()};
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP;
+      ev.data.fd = fd;
+      if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) continue;
+      pending_.emplace(fd, std::move(p));
+    }
+  }
+
+  void handle_hello(std::map<int, Pending>::iterator it) {
+    const int fd = it->first;
+    ShmHello hello;
+    ssize_t n = ::recv(fd, &hello, sizeof hello, MSG_TRUNC);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    UniqueFd conn = std::move(it->second.fd);
+    pending_.erase(it);
+    if (n == 0) return;  // gave up before sending anything
+    HelloReply reply;
+    std::string why;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::geteuid()) {
+      reply.status = kHelloRefused;
+      why = "process of another user";
+    } else if (n != static_cast<ssize_t>(sizeof hello)) {
+      reply.status = kHelloMalformed;
+      why = "malformed handshake";
+    } else if ((reply.status = check_identity(hello.id, kHelloShm, credential_, check_secret_)) != kHelloAccepted) {
+      why = describe(static_cast<HelloStatus>(reply.status));
+    } else if (!valid_shm_name(hello.shm_name, sizeof hello.shm_name) || hello.ring_bytes < kMinRingBytes ||
+               hello.ring_bytes > kMaxRingBytes || !std::has_single_bit(hello.ring_bytes)) {
+      reply.status = kHelloMalformed;
+      why = "bad segment name or size";
+    }
+    std::shared_ptr<Mapping> mapping;
+    if (reply.status == kHelloAccepted) {
+      mapping = Mapping::open(hello.shm_name, hello.ring_bytes, why);
+      if (!mapping) reply.status = kHelloRefused;
+    }
+    if (reply.status != kHelloAccepted) {
+      ACCL_LOG_WARN("shm: refusing connection from pid {}: {}", cred.pid, why);
+      [[maybe_unused]] ssize_t sent = ::send(fd, &reply, sizeof reply, MSG_NOSIGNAL);
+      return;  // closes the connection
+    }
+    NetAddress from{hello.id.listen_ip, hello.id.listen_port};
+    auto ring = std::make_unique<InboundRing>(std::move(mapping), std::move(conn), from, *sink_, spin_,
+                                              tuning_.max_piece_bytes);
+    // Start reading before accepting: the sender may publish right after
+    // the reply.
+    ring->start();
+    if (::send(fd, &reply, sizeof reply, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof reply)) {
+      ring->peer_gone();
+    }
+    ACCL_LOG_DEBUG("shm: accepted link {} -> {}", format_address(from), format_address(local_));
+    rings_.emplace(fd, std::move(ring));
+  }
+
+  // An established control socket became readable: hang-up (the sender
+  // closed or died) or stray bytes, which the protocol does not allow.
+  void watch_established(InboundRing& ring) {
+    char scratch[64];
+    ssize_t n = ::recv(ring.control_fd.get(), scratch, sizeof scratch, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, ring.control_fd.get(), nullptr);
+    ring.peer_gone();
+  }
+
+  void sweep() {
+    const auto now = Clock::now();
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (now - it->second.accepted_at > tuning_.handshake_timeout) {
+        ACCL_LOG_WARN("shm: closing a control connection without handshake");
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    // Reap readers whose link ended, so reconnecting peers do not pile up
+    // threads.
+    for (auto it = rings_.begin(); it != rings_.end();) {
+      if (it->second->finished()) {
+        ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, it->first, nullptr);
+        it = rings_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  ShmTuning tuning_;
+  const Credential credential_;
+  const bool check_secret_;
+  const std::chrono::microseconds spin_;
+  std::string name_prefix_;
+  NetAddress local_;
+  UniqueFd port_reservation_;
+  UniqueFd listen_fd_;
+  UniqueFd epoll_fd_;
+  UniqueFd wake_fd_;
+  std::atomic<uint64_t> name_counter_{0};
+
+  std::mutex state_mutex_;
+  bool started_ = false;
+  bool stopped_ = false;
+  std::map<uint64_t, std::shared_ptr<PeerSlot>> peers_;
+  Sink* sink_ = nullptr;
+  std::thread control_thread_;
+  std::atomic<bool> stopping_{false};
+
+  // Control thread only (stop() takes them over after joining it).
+  std::map<int, Pending> pending_;
+  std::map<int, std::unique_ptr<InboundRing>> rings_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options, const ShmTuning& tuning) {
+  return std::make_unique<ShmTransport>(options, tuning);
+}
+
+std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options) {
+  return make_shm_transport(options, ShmTuning{});
+}
+
+}  // namespace accl::emu

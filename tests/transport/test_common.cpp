@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Helpers shared by the transports: SHA-256 credential, CRC32C, handshake
+// identity checks, deadline arithmetic.
+#include "transport_common.hpp"
+
+#include <gtest/gtest.h>
+
+namespace accl::emu {
+namespace {
+
+using namespace transport_detail;
+using namespace std::chrono_literals;
+
+std::string sha256_hex(const std::string& s) {
+  auto d = Sha256().update(s).finish();
+  return to_hex(d.data(), d.size());
+}
+
+TEST(Sha256, KnownVectors) {
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  // Split updates give the same digest.
+  auto d = Sha256().update(std::string("ab")).update(std::string("c")).finish();
+  EXPECT_EQ(to_hex(d.data(), d.size()), sha256_hex("abc"));
+}
+
+TEST(Crc32c, KnownVectorBothImplementations) {
+  const std::string s = "123456789";
+  EXPECT_EQ(crc32c_update_table(~0u, s.data(), s.size()) ^ ~0u, 0xE3069283u);
+  EXPECT_EQ(crc32c_update(~0u, s.data(), s.size()) ^ ~0u, 0xE3069283u);
+  std::vector<uint8_t> big(100003);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 31 + 7);
+  EXPECT_EQ(crc32c_update(~0u, big.data(), big.size()), crc32c_update_table(~0u, big.data(), big.size()));
+}
+
+TEST(Credential, EmptySecretIsZeroAndSecretsDiffer) {
+  EXPECT_EQ(make_credential(""), Credential{});
+  EXPECT_NE(make_credential("a"), make_credential("b"));
+  EXPECT_EQ(make_credential("a"), make_credential("a"));
+}
+
+TEST(Credential, ConstantTimeEqual) {
+  uint8_t a[32] = {}, b[32] = {};
+  EXPECT_TRUE(constant_time_equal(a, b, 32));
+  b[31] = 1;
+  EXPECT_FALSE(constant_time_equal(a, b, 32));
+}
+
+TEST(Handshake, IdentityChecks) {
+  const Credential right = make_credential("s");
+  HelloIdentity id = make_identity(kHelloTcp, NetAddress{0x7F000001u, 9}, right);
+  EXPECT_EQ(check_identity(id, kHelloTcp, right, true), kHelloAccepted);
+  EXPECT_EQ(check_identity(id, kHelloShm, right, true), kHelloMalformed);
+  EXPECT_EQ(check_identity(id, kHelloTcp, make_credential("t"), true), kHelloBadSecret);
+  EXPECT_EQ(check_identity(id, kHelloTcp, make_credential("t"), false), kHelloAccepted);
+  id.magic = 0;
+  EXPECT_EQ(check_identity(id, kHelloTcp, right, false), kHelloMalformed);
+}
+
+TEST(Deadlines, WaitMsIsCappedAndRoundsUp) {
+  EXPECT_EQ(wait_ms(Clock::now() - 1s, 100ms), 0);
+  EXPECT_EQ(wait_ms(Clock::now() + 10s, 100ms), 100);
+  EXPECT_EQ(wait_ms(Clock::now() + 300us, 100ms), 1);
+}
+
+TEST(Addresses, Format) {
+  EXPECT_EQ(format_address(NetAddress{0x0A0A0A01u, 5001}), "10.10.10.1:5001");
+  EXPECT_TRUE(is_local_ipv4(0x7F000001u));
+  EXPECT_FALSE(is_local_ipv4(0xC0000201u));  // TEST-NET-1
+}
+
+}  // namespace
+}  // namespace accl::emu

@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Shared-memory transport: the shared conformance suite plus ring streaming,
+// name cleanup, reachability, and peer-process death (this binary re-runs
+// itself as the peer process: see main()).
+#include "conformance.hpp"
+
+#include <dirent.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <set>
+
+extern char** environ;
+
+namespace accl::emu::test {
+namespace {
+
+using namespace transport_detail;
+
+INSTANTIATE_TEST_SUITE_P(Shm, TransportConformance,
+                         ::testing::Values(TransportParam{"shm", [](const TransportOptions& o) {
+                           return make_shm_transport(o);
+                         }}),
+                         param_name);
+
+// Same suite over a tiny ring: every large payload wraps and streams.
+INSTANTIATE_TEST_SUITE_P(ShmTinyRing, TransportConformance,
+                         ::testing::Values(TransportParam{"shm", [](const TransportOptions& o) {
+                           ShmTuning tuning;
+                           tuning.ring_bytes = 64 << 10;
+                           tuning.max_piece_bytes = 16 << 10;
+                           return make_shm_transport(o, tuning);
+                         }}),
+                         param_name);
+
+std::set<std::string> accl_shm_names() {
+  std::set<std::string> names;
+  if (DIR* d = ::opendir("/dev/shm")) {
+    while (dirent* e = ::readdir(d))
+      if (std::string(e->d_name).rfind("accl-", 0) == 0) names.insert(e->d_name);
+    ::closedir(d);
+  }
+  return names;
+}
+
+TEST(Shm, NoSegmentNamesAreLeftBehind) {
+  const auto before = accl_shm_names();
+  {
+    auto p = std::make_unique<Pair>();
+    p->a = make_shm_transport(options());
+    p->b = make_shm_transport(options());
+    p->a->start(p->sink_a);
+    p->b->start(p->sink_b);
+    auto link = p->a->connect(p->b->local_address(), in(5000ms));
+    ASSERT_NE(link, nullptr);
+    // Unlinked as soon as both sides mapped it.
+    EXPECT_EQ(accl_shm_names(), before);
+    PatternWriter w(0, 1000);
+    ASSERT_EQ(link->send(make_header(1000, 0), w, in(5000ms)), 0u);
+    ASSERT_TRUE(p->sink_b.wait_messages(1, 5000ms));
+  }
+  EXPECT_EQ(accl_shm_names(), before);
+}
+
+TEST(Shm, OtherHostsAreNotReachableAtOnce) {
+  RecordingSink sink;
+  auto t = make_shm_transport(options());
+  t->start(sink);
+  auto t0 = Clock::now();
+  EXPECT_EQ(t->connect(NetAddress{0xC0000201u, 5000}, in(5000ms)), nullptr);  // 192.0.2.1 (TEST-NET-1)
+  EXPECT_LT(Clock::now() - t0, 100ms);
+}
+
+TEST(Shm, LocalPeerWithoutEndpointIsUnreachableAfterTheGrace) {
+  RecordingSink sink;
+  ShmTuning tuning;
+  tuning.local_connect_grace = 200ms;
+  auto t = make_shm_transport(options(), tuning);
+  t->start(sink);
+  auto t0 = Clock::now();
+  EXPECT_EQ(t->connect(loopback(free_port()), in(5000ms)), nullptr);
+  auto took = Clock::now() - t0;
+  EXPECT_GE(took, 190ms);
+  EXPECT_LT(took, 1500ms);
+}
+
+TEST(Shm, SecondTransportOnTheSameAddressIsRejected) {
+  auto t = make_shm_transport(options());
+  EXPECT_THROW(make_shm_transport(options("test-secret", t->local_address().port)), std::system_error);
+}
+
+// ---- peer processes ---------------------------------------------------------
+
+struct Child {
+  pid_t pid = -1;
+  FILE* out = nullptr;  // the child's stdout
+
+  ~Child() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    if (out != nullptr) ::fclose(out);
+  }
+  int wait() {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    pid = -1;
+    return status;
+  }
+};
+
+std::unique_ptr<Child> spawn_self(const std::vector<std::string>& args) {
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0) return nullptr;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
+  std::vector<std::string> all = {"/proc/self/exe"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  auto child = std::make_unique<Child>();
+  int rc = ::posix_spawn(&child->pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipe_fds[1]);
+  child->out = ::fdopen(pipe_fds[0], "r");
+  if (rc != 0) child->pid = -1;
+  return child;
+}
+
+// The child connects to us, sends three whole messages, and dies in the
+// middle of the fourth.
+TEST(ShmPeerProcess, SenderDeathMidMessageIsReported) {
+  RecordingSink sink;
+  auto t = make_shm_transport(options("proc-secret"));
+  t->start(sink);
+  auto child = spawn_self({"--child-send-and-die", std::to_string(t->local_address().port)});
+  ASSERT_NE(child, nullptr);
+  ASSERT_GT(child->pid, 0);
+  ASSERT_TRUE(sink.wait_failure(20000ms));
+  child->wait();
+  ASSERT_TRUE(sink.wait_messages(4, 5000ms));
+  auto got = sink.messages();
+  ASSERT_EQ(got.size(), 4u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(got[i].status, 0u);
+    EXPECT_EQ(check_pattern(got[i].data, got[i].header.tag), std::string::npos);
+  }
+  EXPECT_EQ(got[3].status, abi::kLinkError);
+  EXPECT_EQ(sink.failures()[0].second, abi::kLinkError);
+}
+
+// The child receives but its sink stalls; we fill the ring, then kill it.
+TEST(ShmPeerProcess, ReceiverDeathReleasesABlockedSender) {
+  RecordingSink sink;
+  auto t = make_shm_transport(options("proc-secret"));
+  t->start(sink);
+  auto child = spawn_self({"--child-stall"});
+  ASSERT_NE(child, nullptr);
+  ASSERT_GT(child->pid, 0);
+  unsigned port = 0;
+  ASSERT_EQ(std::fscanf(child->out, "PORT %u", &port), 1);
+  auto link = t->connect(loopback(static_cast<uint16_t>(port)), in(10000ms));
+  ASSERT_NE(link, nullptr);
+  std::atomic<bool> blocked{false};
+  auto sender = std::async(std::launch::async, [&] {
+    uint32_t rc = 0;
+    for (uint32_t i = 0; rc == 0 && i < 100; ++i) {
+      PatternWriter w(i, 4 << 20);
+      blocked = i >= 1;  // the 8 MiB ring cannot hold two: this one waits for space
+      rc = link->send(make_header(4 << 20, i), w, in(30000ms));
+    }
+    return rc;
+  });
+  for (int i = 0; i < 1000 && !blocked; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(blocked);
+  std::this_thread::sleep_for(200ms);
+  const auto killed_at = Clock::now();
+  ::kill(child->pid, SIGKILL);
+  ASSERT_EQ(sender.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(sender.get(), abi::kLinkError);
+  EXPECT_LT(Clock::now() - killed_at, 3s);
+}
+
+int child_send_and_die(uint16_t port) {
+  RecordingSink sink;
+  auto t = make_shm_transport(options("proc-secret"));
+  t->start(sink);
+  auto link = t->connect(loopback(port), in(10000ms));
+  if (!link) return 2;
+  for (uint32_t i = 0; i < 3; ++i) {
+    PatternWriter w(i, 100000);
+    if (link->send(make_header(100000, i), w, in(10000ms)) != 0) return 3;
+  }
+  PatternWriter dying(3, 4 << 20);
+  dying.after_piece = [](size_t offset, size_t) {
+    if (offset >= (1 << 20)) ::_exit(0);
+  };
+  link->send(make_header(4 << 20, 3), dying, in(10000ms));
+  return 4;
+}
+
+int child_stall() {
+  RecordingSink sink;
+  sink.begin_hook = [](const abi::WireHeader&) { std::this_thread::sleep_for(60s); };
+  auto t = make_shm_transport(options("proc-secret"));
+  t->start(sink);
+  std::printf("PORT %u\n", unsigned{t->local_address().port});
+  std::fflush(stdout);
+  std::this_thread::sleep_for(60s);
+  ::_exit(0);  // never reached in the test: the parent kills us
+}
+
+}  // namespace
+}  // namespace accl::emu::test
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[1]) == "--child-send-and-die")
+    return accl::emu::test::child_send_and_die(static_cast<uint16_t>(std::stoi(argv[2])));
+  if (argc >= 2 && std::string(argv[1]) == "--child-stall") return accl::emu::test::child_stall();
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
