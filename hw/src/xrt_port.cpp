@@ -94,7 +94,11 @@ class XrtBufferPort final : public BufferPort {
     }
     if (bank >= bank_groups_.size()) {
       std::string groups;
-      for (uint32_t g : bank_groups_) groups += (groups.empty() ? "" : ",") + std::to_string(g);
+      for (uint32_t g : bank_groups_) {
+        // Appended piecewise: GCC 12 -O3 reports a false -Wrestrict on `"," + std::to_string(g)`.
+        if (!groups.empty()) groups += ',';
+        groups += std::to_string(g);
+      }
       throw HwError("xrt: device bank " + std::to_string(bank) + " not available: the CCLO reaches memory groups [" +
                     groups + "] (set ACCL_XRT_MEMORY_GROUPS to add banks)");
     }
