@@ -1,19 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "wakeup.hpp"
 
-#include <cstdlib>
-
 namespace accl::emu {
-
-std::chrono::nanoseconds yield_phase() {
-  static const std::chrono::nanoseconds phase = [] {
-    const char* v = std::getenv("ACCL_EMU_YIELD_US");
-    long us = 20;
-    if (v != nullptr && *v != '\0') us = std::max(0L, std::strtol(v, nullptr, 10));
-    return std::chrono::nanoseconds(std::chrono::microseconds(us));
-  }();
-  return phase;
-}
 
 void Wakeup::ring() {
   epoch_.fetch_add(1, std::memory_order_seq_cst);
@@ -38,8 +26,6 @@ uint64_t Wakeup::wait(uint64_t seen, Clock::time_point deadline) {
   auto changed = [&] { return epoch_.load(std::memory_order_seq_cst) != seen || stopped(); };
   // Spin phase: a reply from a peer often arrives within microseconds.
   if (spin_until(spin_, deadline, changed)) return epoch();
-  // Yield phase: the producer often runs on our core (oversubscribed).
-  if (yield_until(yield_, deadline, changed)) return epoch();
   if (Clock::now() >= deadline) return epoch();
   std::unique_lock<std::mutex> lock(mutex_);
   sleepers_.fetch_add(1, std::memory_order_seq_cst);

@@ -18,8 +18,6 @@
 #include <cstdint>
 #include <mutex>
 
-#include <sched.h>
-
 namespace accl::emu {
 
 // One short pause inside spin loops (PAUSE on x86; lets the sibling
@@ -68,38 +66,8 @@ class SpinBudget {
 
 // Spins until done() or the budget / deadline runs out; reports the outcome
 // to `budget`. True when done() became true while spinning.
-// After the spin (or instead of it, when spinning does not pay), yield the
-// core for a short while before blocking: with more runnable threads than
-// cores the thread we wait for is often runnable on our core, and a
-// sched_yield() hands it the core without the futex sleep + wake (two system
-// calls and a context switch on each side) a blocking wait costs. Adaptive
-// like the spin (a SpinBudget of its own): when the event does not come
-// early in the phase (e.g. a firmware waiting for large transfers), the yield
-// phase shrinks to nothing so yielding threads do not steal cycles from the
-// threads moving data. ACCL_EMU_YIELD_US sets its maximum (0 = off).
-std::chrono::nanoseconds yield_phase();
-
 template <typename Done>
-bool yield_until(SpinBudget& budget, std::chrono::steady_clock::time_point deadline, Done&& done) {
-  const auto phase = budget.next();
-  if (phase.count() == 0) return done();
-  auto now = std::chrono::steady_clock::now();
-  const auto end = std::min(deadline, now + phase);
-  while (now < end) {
-    if (done()) {
-      budget.spin_succeeded();  // yielding holds no core: any hit pays
-      return true;
-    }
-    sched_yield();
-    now = std::chrono::steady_clock::now();
-  }
-  if (done()) return true;
-  if (end < deadline) budget.spin_failed();
-  return false;
-}
-
-template <typename Done>
-bool spin_until(SpinBudget& budget, std::chrono::steady_clock::time_point deadline, Done&& done, bool yield = false) {
+bool spin_until(SpinBudget& budget, std::chrono::steady_clock::time_point deadline, Done&& done) {
   auto now = std::chrono::steady_clock::now();
   auto spin = budget.next();
   if (spin.count() == 0) return done();
@@ -125,7 +93,7 @@ class Wakeup {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit Wakeup(std::chrono::nanoseconds spin) : spin_(spin), yield_(yield_phase()) {}
+  explicit Wakeup(std::chrono::nanoseconds spin) : spin_(spin) {}
 
   // Something happened: wake the waiter. Cheap when nobody is blocked.
   void ring();
@@ -139,7 +107,6 @@ class Wakeup {
 
  private:
   SpinBudget spin_;
-  SpinBudget yield_;  // the yield phase after the spin (see yield_until)
   std::atomic<uint64_t> epoch_{0};
   std::atomic<bool> stopped_{false};
   std::atomic<int> sleepers_{0};  // lets ring() skip the mutex when nobody sleeps
