@@ -2,6 +2,7 @@
 #include "link_table.hpp"
 
 #include "net_address.hpp"
+#include "transport_faults.hpp"
 
 #include <accl/log.hpp>
 
@@ -29,7 +30,9 @@ class LoopbackLink final : public Link {
 }  // namespace
 
 LinkTable::LinkTable(TransportKind kind, const NetAddress& self, Sink& self_sink, TransportSet& transports)
-    : kind_(kind), self_(self), transports_(transports), loopback_(std::make_shared<LoopbackLink>(self_sink, self)) {}
+    : kind_(kind), self_(self), transports_(transports), loopback_(std::make_shared<LoopbackLink>(self_sink, self)) {
+  faults_from_environment();  // a malformed ACCL_EMU_FAULTS fails device creation, not a later send
+}
 
 std::shared_ptr<Link> LinkTable::connect(const NetAddress& peer, Clock::time_point deadline) {
   if (peer == self_) return loopback_;
@@ -65,6 +68,10 @@ uint32_t LinkTable::send(const NetAddress& peer, const abi::WireHeader& header, 
       ACCL_LOG_ERROR("emulated CCLO: no {} transport reaches {}", to_string(kind_), to_string(peer));
       return abi::kLinkError;
     }
+    // Test-only fault injection (ACCL_EMU_FAULTS); UDP gets datagram-level
+    // faults inside the transport instead, so only delays apply here.
+    if (!(peer == self_))
+      link = wrap_with_faults(std::move(link), faults_from_environment(), self_, peer, kind_ != TransportKind::udp);
     std::lock_guard<std::mutex> lock(mutex_);
     links_.emplace(key, link);
   }

@@ -40,6 +40,7 @@
 // corrupt datagram breaks the link instead (detect and report). Either way
 // nothing corrupt, partial, duplicated or out of order reaches the sink.
 #include "transport_common.hpp"
+#include "transport_faults.hpp"
 
 #include <sys/eventfd.h>
 
@@ -999,7 +1000,9 @@ std::unique_ptr<Transport> make_udp_transport(const TransportOptions& options, c
 }
 
 std::unique_ptr<Transport> make_udp_transport(const TransportOptions& options) {
-  return make_udp_transport(options, UdpTuning{});
+  UdpTuning tuning;
+  apply_udp_faults_from_environment(tuning);  // ACCL_EMU_FAULTS: datagram-level faults to recover from
+  return make_udp_transport(options, tuning);
 }
 
 }  // namespace accl::emu
