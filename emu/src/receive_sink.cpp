@@ -146,6 +146,16 @@ std::byte* ReceiveSink::begin_message(const NetAddress& from, const abi::WireHea
   std::lock_guard<std::mutex> lock(mutex_);
   if (h.strm != 0 && h.msg_type != abi::kMsgRendezvousData) {
     // stream_put: straight to the kernel stream (public ACCL bypass path).
+    // The size comes from the wire: bound it like unexpected eager data, so
+    // one header cannot make this process allocate gigabytes (fuzz finding
+    // stream-alloc).
+    if (h.count > memory_.overflow().size()) {
+      ACCL_LOG_ERROR("emulated CCLO: kernel-stream message of {} bytes from {} exceeds ACCL_EMU_OVERFLOW_BYTES ({}); "
+                     "discarded",
+                     h.count, to_string(from), memory_.overflow().size());
+      t.kind = kDiscard;
+      return nullptr;
+    }
     auto f = std::make_unique<InFlight>();
     f->generation = generation_;
     f->data.resize(h.count);
