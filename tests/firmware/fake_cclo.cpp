@@ -141,7 +141,7 @@ bool FakeCclo::read_operand(const Operand& op, uint32_t count, uint32_t elem_byt
   if (op.kind == OperandKind::memory) {
     const uint8_t* p = memory_at(op.addr, op.host, bytes);
     if (p == nullptr) return false;
-    std::memcpy(out.data(), p, bytes);
+    if (bytes != 0) std::memcpy(out.data(), p, bytes);  // out.data() may be null when empty
     return true;
   }
   if (op.kind == OperandKind::stream) {
