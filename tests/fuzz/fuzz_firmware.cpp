@@ -404,9 +404,9 @@ class Harness final : public fw::DataPlane {
     c.words[abi::kWordFunction] = (opts >> 5) % 4;
     c.words[abi::kWordTag] = tag;
     c.words[abi::kWordArithConfig] = compressed ? kArithF32F16 : (opts & 32) ? kArithF32 : kArithI32;
-    c.words[abi::kWordCompressionFlags] = compressed ? abi::kEthCompressed : 0;
-    const uint32_t host_flags = (h0 && b0 ? abi::kOp0Host : 0) | (op1_host && a1 ? abi::kOp1Host : 0) |
-                                (res_host && (br || sc == abi::kBcast) ? abi::kResHost : 0);
+    c.words[abi::kWordCompressionFlags] = compressed ? uint32_t{abi::kEthCompressed} : 0u;
+    const uint32_t host_flags = (h0 && b0 ? uint32_t{abi::kOp0Host} : 0u) | (op1_host && a1 ? uint32_t{abi::kOp1Host} : 0u) |
+                                (res_host && (br || sc == abi::kBcast) ? uint32_t{abi::kResHost} : 0u);
     c.words[abi::kWordStreamFlags] = host_flags << 8;
     auto put = [&](int i, uint64_t a) {
       c.words[abi::kWordAddr0Low + 2 * i] = static_cast<uint32_t>(a);
@@ -463,7 +463,7 @@ class Harness final : public fw::DataPlane {
         h.seqn = draw_seqn(src);
         h.count = in_.u16() % 4096;
         h.msg_bytes = opts & 2 ? in_.u32() : h.count + (opts & 4 ? h.count : 0);
-        h.flags = (opts & 8 ? abi::kHdrContinuation : 0) | (opts & 16 ? abi::kHdrCompressed : 0);
+        h.flags = (opts & 8 ? uint32_t{abi::kHdrContinuation} : 0u) | (opts & 16 ? uint32_t{abi::kHdrCompressed} : 0u);
         if (opts & 32) {
           a.status = abi::kDmaSizeError;  // the data plane had no room: no payload
         } else if (h.count > 0) {

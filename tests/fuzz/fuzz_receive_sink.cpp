@@ -93,6 +93,19 @@ struct OverflowRange {
 
 bool same_header(const abi::WireHeader& a, const abi::WireHeader& b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
+// ACCL_FUZZ_TRACE=1: one line per step on stderr, for triaging a crash input.
+bool tracing() {
+  static const bool on = [] {
+    const char* v = std::getenv("ACCL_FUZZ_TRACE");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
+#define TRACE(...)                                  \
+  do {                                              \
+    if (tracing()) std::fprintf(stderr, __VA_ARGS__); \
+  } while (0)
+
 class Harness {
  public:
   Harness() : dev_(options(), settings()), sink_(dev_.sink()) {
@@ -230,6 +243,9 @@ class Harness {
     s.p = sink_.begin_message(from, h, s.t);
     std::byte* const p = s.p;
     const uint64_t n = h.count;
+    TRACE("begin #%u from %u: type %u strm %u count %u ctx %u rid %u vaddr 0x%llx host %u -> %p%s\n", s.serial,
+          from.port, h.msg_type, h.strm, h.count, h.ctx, h.rid, static_cast<unsigned long long>(h.vaddr), h.host,
+          static_cast<void*>(p), match ? " (window)" : "");
 
     if (h.msg_type == abi::kMsgRendezvousData) {
       if (match != nullptr) {
@@ -315,12 +331,13 @@ class Harness {
   void end(Input& in) {
     Slot& s = slots_[in.u8() % kSlots];
     if (!s.busy) return;
-    end_slot(s, in.u8() % 3 == 0 ? abi::kLinkError : 0);
+    end_slot(s, in.u8() % 3 == 0 ? uint32_t{abi::kLinkError} : 0u);
   }
 
   void end_slot(Slot& s, uint32_t status) {
     // A transport ends with status 0 only after every payload byte arrived.
     if (status == 0) fill(s, s.h.count);
+    TRACE("end #%u status 0x%x\n", s.serial, status);
     sink_.end_message(s.from, s.h, s.t, status);
     if (status == 0 && s.p != nullptr && s.h.msg_type <= abi::kMsgRendezvousRequest && s.h.strm == 0) {
       ended_.push_back(Ended{s.from, s.h, s.serial, s.full});
@@ -345,13 +362,15 @@ class Harness {
   }
 
   void link_failed(Input& in) {
-    sink_.link_failed(kPeers[in.u8() % 3], in.u8() & 1 ? abi::kLinkError : 0);
+    sink_.link_failed(kPeers[in.u8() % 3], in.u8() & 1 ? uint32_t{abi::kLinkError} : 0u);
   }
 
   // --- firmware side -----------------------------------------------------------
   void pop(Input& in) {
     fw::Arrival a;
     if (!sink_.pop_arrival(a)) return;
+    TRACE("pop kind %d type %u count %u status 0x%x token 0x%llx\n", static_cast<int>(a.kind), a.header.msg_type,
+          a.header.count, a.status, static_cast<unsigned long long>(a.token));
     check_arrival(a);
     switch (in.u8() % 4) {
       case 0: held_.push_back(a); break;       // keep it (and its storage) for a while
@@ -455,15 +474,33 @@ class Harness {
         if (overlaps(r.p, r.n)) return;
     }
     const uint32_t err = sink_.open_window(w);
+    TRACE("open window port %u ctx %u rid %u at 0x%llx%s %llu bytes -> 0x%x\n", w.peer_port, w.ctx, w.rid,
+          static_cast<unsigned long long>(w.addr), w.host ? " (host)" : "", static_cast<unsigned long long>(w.bytes), err);
     std::byte* p = nullptr;
     const bool valid = dev_.memory().resolve(w.addr, w.host, w.bytes, p) == 0;
     if (!valid) FUZZ_CHECK(err != 0, "window at unresolvable 0x%llx accepted", static_cast<unsigned long long>(w.addr));
+    auto overlaps_model = [&] {
+      for (const auto& o : windows_)
+        if (p < o.ptr + o.w.bytes && o.ptr < p + w.bytes) return true;
+      for (const auto& r : landing_)
+        if (p < r.p + r.n && r.p < p + w.bytes) return true;
+      return false;
+    };
+    if (err == 0 && how % 8 == 7 && (window_buf_of(p) < 0 || overlaps_model())) {
+      // A garbage address that happens to resolve (any bank, or the internal
+      // overflow store: DeviceMemory::resolve accepts it as device memory).
+      // The firmware only grants its own buffers, so drop it again rather
+      // than model writes to memory the harness does not own.
+      sink_.close_window(w);
+      return;
+    }
     if (err == 0) windows_.push_back(ModelWindow{w, p});
   }
 
   void close_window(Input& in) {
     if (windows_.empty()) return;
     const size_t i = in.u8() % windows_.size();
+    TRACE("close window ctx %u rid %u\n", windows_[i].w.ctx, windows_[i].w.rid);
     sink_.close_window(windows_[i].w);
     windows_.erase(windows_.begin() + static_cast<std::ptrdiff_t>(i));
   }
@@ -473,6 +510,7 @@ class Harness {
   void reset(Input& in) {
     for (Slot& s : slots_)
       if (s.busy) end_slot(s, 0);
+    TRACE("reset\n");
     sink_.reset();
     windows_.clear();
     ended_.clear();

@@ -8,18 +8,20 @@
 #   run_netns.sh path/to/two-hosts [--mpi path/to/mpi-two-hosts path/to/libaccl_pmpi.so]
 #                [--phases "basic links mpi late"]     (default: basic links mpi)
 #
-# 1. basic:     send/recv, allreduce, bcast, compressed allreduce, barrier
-#               across the two namespaces, every result checked.
-# 2. link down: a loop of allreduces; once it runs, `ip link set <veth> down`
+# Phases:
+# basic: send/recv, allreduce, bcast, compressed allreduce, barrier across the
+#    two namespaces, every result checked.
+# links:
+# 1. link down: a loop of allreduces; once it runs, `ip link set <veth> down`
 #               on host A. Both ranks must get accl::DeviceError naming
 #               LINK_ERROR or RECEIVE_TIMEOUT_ERROR within the bound (two-hosts
 #               checks it; ACCL_TIMEOUT_MS=3000) and exit; never hang.
-# 3. the same with 4 MiB allreduces (senders blocked in TCP sends).
-# 4. peer killed: rank 1 gets SIGKILL mid-loop; rank 0 must report a named
+# 2. the same with 4 MiB allreduces (senders blocked in TCP sends).
+# 3. peer killed: rank 1 gets SIGKILL mid-loop; rank 0 must report a named
 #               error (LINK_ERROR: the dead process's kernel closes the TCP
 #               connections) and exit.
-# 5. veth gone: as 2, but host B's end of the veth is deleted.
-# 6. (with --mpi) MPI across the two hosts: mpirun runs in namespace A, an
+# 4. veth gone: as 1, but host B's end of the veth is deleted.
+# mpi (with --mpi): MPI across the two hosts: mpirun runs in namespace A, an
 #    rsh agent starts the remote daemon in namespace B (`ip netns exec`), the
 #    PMPI layer is preloaded and ACCL_TRACE proves the calls were offloaded.
 # late (not in the default set: meson test netns-late-rendezvous): a 64 MiB
@@ -75,7 +77,8 @@ cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
   ip netns del "$nsA" 2>/dev/null
   ip netns del "$nsB" 2>/dev/null
-  if [ "${keep_logs:-0}" = 1 ]; then echo "netns: logs kept in $logdir"; else rm -rf "$logdir"; fi
+  # The logs are printed as each phase ends; ACCL_NETNS_KEEP_LOGS=1 keeps the files.
+  if [ "${ACCL_NETNS_KEEP_LOGS:-0}" = 1 ]; then echo "netns: logs kept in $logdir"; else rm -rf "$logdir"; fi
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
@@ -151,7 +154,7 @@ wait_marker() {
 failures=0
 step() { echo "== netns: $*"; }
 
-make_link || { keep_logs=1; exit 1; }
+make_link || exit 1
 
 if want basic; then
   step "basic calls across namespaces ($nsA $ipA <-> $nsB $ipB)"
@@ -183,11 +186,11 @@ link_phase() {
 
 if want links; then
   link_phase linkdown "link down" "ip -n $nsA link set $vethA down"
-  make_link || { keep_logs=1; exit 1; }
+  make_link || exit 1
   # 4 MiB allreduces: the link goes down while TCP sends block on full socket
   # buffers, not only while a rank waits for data.
   link_phase linkdown-big "link down during 4 MiB transfers" "ip -n $nsA link set $vethA down" 1048576
-  make_link || { keep_logs=1; exit 1; }
+  make_link || exit 1
   # The peer process dies (SIGKILL: no clean shutdown): its kernel closes the
   # connections, so the survivor sees LINK_ERROR at once, not a timeout.
   # pids[1] is `timeout`; the rank is its child.
@@ -275,9 +278,8 @@ want late && late_phase
 if [ "$phases" = late ] && [ "$skipped" = 1 ]; then exit 77; fi
 
 if [ "$failures" = 0 ]; then
-  echo "netns-two-hosts: PASS"
+  echo "netns ($phases): PASS"
   exit 0
 fi
-keep_logs=1
-echo "netns-two-hosts: FAIL ($failures phase(s))"
+echo "netns ($phases): FAIL ($failures phase(s))"
 exit 1
