@@ -27,6 +27,7 @@ void CallController::make_ready(const EntryPtr& e) {
 CallId CallController::start(const CallWords& call, std::span<const CallId> waitfor) {
   auto e = std::make_shared<Entry>();
   e->words = call;
+  bool ready_now = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     e->id = next_id_++;
@@ -44,9 +45,12 @@ CallId CallController::start(const CallWords& call, std::span<const CallId> wait
       ++e->pending;
     }
     calls_.emplace(e->id, e);
-    if (e->pending == 0) make_ready(e);
+    ready_now = e->pending == 0;
+    if (ready_now) make_ready(e);
   }
-  if (e->pending == 0) doorbell_.ring();
+  // Decided under the lock: once it is released the firmware may already
+  // complete a dependency and touch e->pending.
+  if (ready_now) doorbell_.ring();
   return e->id;
 }
 
