@@ -173,7 +173,9 @@ TEST(ShmPeerProcess, ReceiverDeathReleasesABlockedSender) {
     uint32_t rc = 0;
     for (uint32_t i = 0; rc == 0 && i < 100; ++i) {
       PatternWriter w(i, 4 << 20);
-      blocked = i >= 1;  // the 8 MiB ring cannot hold two: this one waits for space
+      // Rings are at most 8 MiB, so with the receiver stalled the sender
+      // blocks in message 0 or 1 at the latest.
+      blocked = true;
       rc = link->send(make_header(4 << 20, i), w, in(30000ms));
     }
     return rc;
