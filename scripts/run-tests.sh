@@ -23,7 +23,9 @@ configure() {  # dir, extra meson args...
 echo "== build with warnings as errors"
 configure build-ci --buildtype=debugoptimized -Dwerror=true
 ninja -C build-ci
-meson test -C build-ci --print-errorlogs --num-processes "$jobs"
+# Suite 'known-bugs' holds reproducers of open bugs (they fail until fixed);
+# run them by hand with `meson test -C build-ci --suite known-bugs`.
+meson test -C build-ci --print-errorlogs --num-processes "$jobs" --no-suite known-bugs
 
 if [[ ${ACCL_TEST_QUICK:-0} == 1 ]]; then exit 0; fi
 
@@ -34,14 +36,14 @@ sanitizer_targets=(
   core/tests/core-unit-encoding core/tests/core-unit-configuration core/tests/core-unit-calls
   core/tests/core-unit-buffers tests/firmware/firmware-unit tests/emu/test_emu tests/emu/test_emu_e2e
   tests/transport/test_transport_tcp tests/transport/test_transport_shm tests/transport/test_transport_udp
-  tests/core/core-primitives tests/core/core-async tests/core/core-errors
+  tests/core/core-async tests/core/core-primitives tests/core/core-errors
 )
 sanitizer_tests=(
   core-unit-encoding core-unit-configuration core-unit-calls core-unit-buffers firmware-unit
   emu-memory emu-call-controller emu-arith emu-sink emu-inproc emu-mover emu-end-to-end
-  transport-tcp transport-shm transport-udp
+  transport-tcp transport-shm transport-udp core-async
 )
-asan_only_tests=(core-primitives core-async core-errors)
+asan_only_tests=(core-primitives core-errors)
 mpi_sanitizer_targets=(pmpi/libaccl_pmpi.so tests/pmpi/pmpi_test_colls_plain tests/pmpi/pmpi_test_p2p_plain)
 mpi_sanitizer_tests=(pmpi_colls_preload_np2_quick pmpi_p2p_preload_np2_quick)
 
@@ -59,7 +61,8 @@ echo "== ThreadSanitizer"
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 configure build-tsan --buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dwerror=true \
   -Dmpi=disabled -Dpython=disabled
-ninja -C build-tsan "${sanitizer_targets[@]:0:10}"
+# All but core-primitives and core-errors (long under TSan, and covered by the other two stages).
+ninja -C build-tsan "${sanitizer_targets[@]:0:11}"
 # transport-udp is left out under TSan until its report from 2026-11-21 is investigated (it passes in the
 # other two stages).
 tsan_tests=("${sanitizer_tests[@]/transport-udp}")
