@@ -69,8 +69,13 @@ bool arrivals_full(const Fw& fw);
 uint32_t find_message(Fw& fw, uint32_t ctx, uint32_t comm, uint32_t src, uint32_t tag);
 uint32_t find_continuation(Fw& fw, uint32_t ctx, uint32_t src, uint32_t seqn);
 uint32_t find_grant(Fw& fw, uint32_t ctx, uint32_t src, uint32_t rid);
-// Oldest first grant of a pre-granted transfer from `src` (any rid).
-uint32_t find_pregrant(Fw& fw, uint32_t ctx, uint32_t src);
+// Oldest first grant of a pre-granted transfer from `src` (any rid) for
+// collective `collective_number`; drops pre-grants of earlier collectives.
+uint32_t find_pregrant(Fw& fw, uint32_t ctx, uint32_t src, uint32_t collective_number);
+// The sender's ready notice for a staged pre-granted receive.
+uint32_t find_ready(Fw& fw, uint32_t ctx, uint32_t src, uint32_t rid);
+// Number of the collective starting now on this (registered) communicator.
+uint32_t start_collective_number(Fw& fw, uint32_t context_id);
 uint32_t find_done(Fw& fw, const PeerOp& op);
 // Removes an arrival; eager payloads are released to the data plane.
 void consume_arrival(Fw& fw, uint32_t index);
@@ -97,9 +102,9 @@ void abandon_op(Fw& fw, const CallSlot& call, PeerOp& op);
 // Returns the number of ops failed.
 uint32_t fail_ops_waiting_on(Fw& fw, uint32_t comm, uint32_t peer, uint32_t bits);
 uint32_t fail_ops_waiting_on_link(Fw& fw, uint32_t ip, uint32_t port, uint32_t bits);
-// True if some op waits for an address message / rendezvous completion with
-// this rid (otherwise such an arrival is stale and dropped).
-bool rid_awaited(Fw& fw, uint32_t ctx, uint32_t src, uint32_t rid, bool completion);
+// True if some op waits for this grant, ready notice or rendezvous
+// completion (otherwise it is stale and dropped).
+bool arrival_awaited(Fw& fw, const Arrival& a);
 
 // Executes a local move res = op0 [func op1]; returns error bits.
 uint32_t local_move(Fw& fw, const CallSlot& call, uint32_t count, const Buf& op0, const Buf* op1,

@@ -134,6 +134,18 @@ void send_rts(Fw& fw, CallSlot& call, PeerOp& op) {
   fw.st.work_counter++;
 }
 
+// Sender -> receiver of a staged pre-granted transfer: this send waits for
+// grants of rid `op.rid` (the receiver's) from now on.
+void send_ready(Fw& fw, CallSlot& call, PeerOp& op) {
+  Move m = network_move(call, op.peer);
+  m.header = make_header(fw, call, op, op.peer, abi::kMsgRendezvousAddr);
+  m.header.flags = 0;
+  m.header.reserved[kHdrWordKind] = kReadyNotice;
+  m.header.seqn = take_outbound_seqn(fw, call.d.comm, op.peer);
+  op.error |= fw.dp.move(m);
+  fw.st.work_counter++;
+}
+
 // Fails the op if the link to the peer it waits on is broken. Returns true
 // when the op is finished (failed).
 bool wait_on_peer(Fw& fw, const CallSlot& call, PeerOp& op, uint32_t peer) {
@@ -171,12 +183,21 @@ bool progress_send(Fw& fw, CallSlot& call, PeerOp& op) {
     // The first grant of a pre-granted transfer names the rid; later ones
     // (staged pieces) are matched by it.
     const bool first_pregrant = op.pregranted && op.rid == 0;
-    const uint32_t index =
-        first_pregrant ? find_pregrant(fw, op.ctx, op.peer) : find_grant(fw, op.ctx, op.peer, op.rid);
+    const uint32_t index = first_pregrant ? find_pregrant(fw, op.ctx, op.peer, call.collective_number)
+                                          : find_grant(fw, op.ctx, op.peer, op.rid);
     if (index == kNoIndex) return wait_on_peer(fw, call, op, op.peer);
     const abi::WireHeader grant = fw.st.arrivals[index].a.header;
     consume_arrival(fw, index);
-    if (first_pregrant) op.rid = grant.rid;
+    if (first_pregrant) {
+      op.rid = grant.rid;
+      if (grant.reserved[kHdrWordKind] == kPreGrantAwaitReady) {
+        // The receiver stages this transfer and grants pieces only once we
+        // are known to be waiting for them (see progress_recv).
+        send_ready(fw, call, op);
+        if (op.error != 0) op.state = OpState::done;
+        continue;
+      }
+    }
     const uint32_t granted = grant.msg_bytes;
     const uint32_t offset = grant.reserved[0];
     if (granted == 0 || offset >= op.msg_bytes) {  // receiver takes no more (truncated receive)
@@ -196,6 +217,7 @@ bool progress_send(Fw& fw, CallSlot& call, PeerOp& op) {
     m.header.vaddr = grant.vaddr;
     m.header.host = grant.host;
     m.header.reserved[0] = offset;
+    m.header.seqn = take_outbound_seqn(fw, call.d.comm, op.peer);
     op.error |= fw.dp.move(m);
     fw.st.work_counter++;
     op.done_bytes = uint64_t{offset} + uint64_t{n} * web;
@@ -239,14 +261,18 @@ void receive_segment(Fw& fw, CallSlot& call, PeerOp& op, uint32_t index) {
   consume_arrival(fw, index);
 }
 
-void send_address(Fw& fw, CallSlot& call, PeerOp& op, uint64_t vaddr, bool host, uint32_t bytes) {
+// `kind`: 0 for a grant, kPreGrantMarker / kPreGrantAwaitReady for the first
+// message of a pre-granted transfer.
+void send_address(Fw& fw, CallSlot& call, PeerOp& op, uint64_t vaddr, bool host, uint32_t bytes, uint32_t kind) {
   Move m = network_move(call, op.src);
   m.header = make_header(fw, call, op, op.src, abi::kMsgRendezvousAddr);
   m.header.vaddr = vaddr;
   m.header.host = host ? 1 : 0;
   m.header.msg_bytes = bytes;
   m.header.reserved[0] = static_cast<uint32_t>(op.done_bytes);
-  if (op.pregranted && op.done_bytes == 0) m.header.reserved[1] = kPreGrantMarker;
+  m.header.reserved[kHdrWordKind] = kind;
+  if (kind != 0) m.header.reserved[kHdrWordCollective] = call.collective_number;
+  m.header.seqn = take_outbound_seqn(fw, call.d.comm, op.src);
   m.header.flags = 0;
   op.error |= fw.dp.move(m);
   fw.st.work_counter++;
@@ -275,6 +301,16 @@ bool progress_recv(Fw& fw, CallSlot& call, PeerOp& op) {
       op.rid = take_rid(fw) | kReceiverRidBit;
       op.staged = needs_staging(op);
       op.state = OpState::grant;
+      if (op.staged) {
+        // Spare buffer 3 is shared by every staged receive. Holding it while
+        // the sender may still be busy elsewhere (an earlier round, or a
+        // collective on another communicator that waits for *our* spare 3)
+        // can deadlock; so announce the transfer now but take spare 3 and
+        // grant only after the sender's ready notice.
+        send_address(fw, call, op, 0, false, 0, kPreGrantAwaitReady);
+        op.state = OpState::wait_ready;
+        if (op.error != 0) return true;
+      }
     }
   }
   if (op.state == OpState::start) {
@@ -317,7 +353,7 @@ bool progress_recv(Fw& fw, CallSlot& call, PeerOp& op) {
     } else if (op.state == OpState::grant) {
       const uint64_t limit = min_of<uint64_t>(op.msg_bytes, uint64_t{op.count} * web);
       if (op.done_bytes >= limit) {
-        if (op.truncated) send_address(fw, call, op, 0, false, 0);  // stop the sender
+        if (op.truncated) send_address(fw, call, op, 0, false, 0, 0);  // stop the sender
         op.state = OpState::done;
         break;
       }
@@ -325,6 +361,9 @@ bool progress_recv(Fw& fw, CallSlot& call, PeerOp& op) {
       Buf landing = buf_at(op.dst, op.done_bytes / web);
       if (op.staged) {
         // Spare 3 is shared by all staged receives: wait until it is free.
+        // This wait cannot deadlock: the holder's sender is known to wait
+        // for grants (its RTS or ready notice arrived), so the holder's piece
+        // completes without depending on anything else of ours.
         const uint64_t token = op_token(call, op);
         if (fw.st.spare3_owner != 0 && fw.st.spare3_owner != token) return false;
         fw.st.spare3_owner = token;
@@ -351,8 +390,15 @@ bool progress_recv(Fw& fw, CallSlot& call, PeerOp& op) {
       op.window = w;
       op.window_open = true;
       op.piece_bytes = piece;
-      send_address(fw, call, op, landing.addr, landing.host, static_cast<uint32_t>(piece));
+      const bool first_pregrant = op.pregranted && !op.staged && op.done_bytes == 0;
+      send_address(fw, call, op, landing.addr, landing.host, static_cast<uint32_t>(piece),
+                   first_pregrant ? kPreGrantMarker : 0);
       op.state = OpState::wait_done;
+    } else if (op.state == OpState::wait_ready) {
+      const uint32_t index = find_ready(fw, op.ctx, op.src, op.rid);
+      if (index == kNoIndex) return wait_on_peer(fw, call, op, op.src);
+      consume_arrival(fw, index);
+      op.state = OpState::grant;
     } else if (op.state == OpState::wait_done) {
       const uint32_t index = find_done(fw, op);
       if (index == kNoIndex) return wait_on_peer(fw, call, op, op.src);
@@ -504,15 +550,23 @@ uint32_t fail_ops_waiting_on_link(Fw& fw, uint32_t ip, uint32_t port, uint32_t b
   return failed;
 }
 
-bool rid_awaited(Fw& fw, uint32_t ctx, uint32_t src, uint32_t rid, bool completion) {
+bool arrival_awaited(Fw& fw, const Arrival& a) {
+  const abi::WireHeader& h = a.header;
+  const bool completion = a.kind == ArrivalKind::rendezvous_done;
+  const bool ready = !completion && h.reserved[kHdrWordKind] == kReadyNotice;
   for (const auto& call : fw.st.calls) {
     if (!call.used) continue;
     for (uint32_t i = 0; i < call.nops; ++i) {
       const PeerOp& op = call.ops[i];
-      if (op.rid != rid || op.ctx != ctx) continue;
-      if (!completion && op.kind == OpKind::send && op.state == OpState::wait_grant && op.peer == src) return true;
+      if (op.rid != h.rid || op.ctx != h.ctx) continue;
       // Completions are matched by rid and ctx (and link) in find_done().
-      if (completion && op.kind == OpKind::recv && op.state == OpState::wait_done) return true;
+      if (completion) {
+        if (op.kind == OpKind::recv && op.state == OpState::wait_done) return true;
+      } else if (ready) {
+        if (op.kind == OpKind::recv && op.state == OpState::wait_ready && op.src == h.src) return true;
+      } else if (op.kind == OpKind::send && op.state == OpState::wait_grant && op.peer == h.src) {
+        return true;
+      }
     }
   }
   return false;

@@ -254,10 +254,12 @@ TEST(FirmwareCollectiveOrder, CollectiveRendezvousIsGrantedByTheReceiver) {
   }
   for (uint32_t r = 0; r < 2; ++r) EXPECT_EQ(f[r].wait(ids[r]), std::optional<uint32_t>(0));
   for (uint32_t r = 0; r < 2; ++r) {
-    // no RTS: no sequence numbers; one window per transfer, straight into the result
+    // No RTS: per transfer (reduce-scatter and allgather step) each rank
+    // sends one pre-grant and one data message, each with a sequence number;
+    // one window per transfer, straight into the result.
     const uint32_t peer_record = kCommOffset + 4 * (abi::kCommRanksWord + abi::kCommRankRecordWords * (1 - r));
-    EXPECT_EQ(f[r].xmem(peer_record + 4 * abi::kRankOutboundSeq), 0u);
-    EXPECT_EQ(f[r].xmem(peer_record + 4 * abi::kRankInboundSeq), 0u);
+    EXPECT_EQ(f[r].xmem(peer_record + 4 * abi::kRankOutboundSeq), 4u);
+    EXPECT_EQ(f[r].xmem(peer_record + 4 * abi::kRankInboundSeq), 4u);
     EXPECT_EQ(f[r].windows_opened_total(), 2u);
     EXPECT_EQ(f[r].windows_open(), 0u);
     const auto got = f[r].read<int32_t>(kDst, n);
