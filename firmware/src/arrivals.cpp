@@ -33,6 +33,10 @@ bool is_pregrant(const Arrival& a) {
 // header comes back in the rendezvous_done arrival, also when the data plane
 // discarded the payload). So a duplicated or lost one is a sequence error,
 // never a grant or a piece used twice.
+bool is_abort_notice(const Arrival& a) {
+  return is_address_message(a) && a.header.reserved[kHdrWordKind] == kAbortNotice;
+}
+
 bool carries_seqn(const Arrival& a) {
   return is_matched_message(a) || is_address_message(a) || a.kind == ArrivalKind::rendezvous_done;
 }
@@ -74,7 +78,14 @@ void check_sequence(Fw& fw, uint32_t index, const CommEntry& comm) {
     slot.seq = SeqState::ok;
     // A grant, ready notice or completion nobody waits for any more belongs
     // to a call that ended early: its sequence number counted, now drop it.
-    if (!is_matched_message(slot.a) && !is_pregrant(slot.a) && !arrival_awaited(fw, slot.a)) {
+    if ((h.ctx & 1u) != 0 && (is_matched_message(slot.a) || is_pregrant(slot.a))) {
+      check_collective_arrival(fw, slot.a);
+    }
+    if (is_abort_notice(slot.a)) {
+      // Kept until the collective it names starts here (or dropped at once
+      // when it ran already); see take_abort_notice().
+      if (apply_abort_notice(fw, slot.a)) consume_arrival(fw, index);
+    } else if (!is_matched_message(slot.a) && !is_pregrant(slot.a) && !arrival_awaited(fw, slot.a)) {
       consume_arrival(fw, index);
     }
     return;
@@ -205,7 +216,8 @@ uint32_t start_collective_number(Fw& fw, uint32_t context_id) {
   return comm == nullptr ? 0 : comm->collectives_started++;
 }
 
-uint32_t find_message(Fw& fw, uint32_t ctx, uint32_t comm, uint32_t src, uint32_t tag) {
+uint32_t find_message(Fw& fw, uint32_t ctx, uint32_t comm, uint32_t src, uint32_t tag, uint32_t collective_number) {
+  const bool collective = (ctx & 1u) != 0;
   uint32_t best = kNoIndex;
   for (uint32_t i = 0; i < fw.st.arrival_hwm; ++i) {
     const ArrivalSlot& s = fw.st.arrivals[i];
@@ -213,6 +225,13 @@ uint32_t find_message(Fw& fw, uint32_t ctx, uint32_t comm, uint32_t src, uint32_
     const abi::WireHeader& h = s.a.header;
     const bool src_ok = src == abi::kRankAny || h.src == src;
     if (!src_ok) continue;
+    if (collective && s.seq == SeqState::ok && is_matched_message(s.a) && h.ctx == ctx &&
+        h.reserved[kHdrWordCollective] != collective_number) {
+      // Sent for a collective that ended here without receiving it (e.g. the
+      // ranks disagreed on its root): never let a later collective take it.
+      if (static_cast<int32_t>(collective_number - h.reserved[kHdrWordCollective]) > 0) consume_arrival(fw, i);
+      continue;
+    }
     bool candidate = false;
     if (s.seq == SeqState::error) {
       candidate = s.comm == comm;
@@ -246,7 +265,7 @@ uint32_t find_grant(Fw& fw, uint32_t ctx, uint32_t src, uint32_t rid) {
     const ArrivalSlot& s = fw.st.arrivals[i];
     if (!s.used || s.seq != SeqState::ok || !is_address_message(s.a)) continue;
     const abi::WireHeader& h = s.a.header;
-    if (h.reserved[kHdrWordKind] == kReadyNotice || h.ctx != ctx || h.src != src || h.rid != rid) continue;
+    if (h.reserved[kHdrWordKind] != 0 || h.ctx != ctx || h.src != src || h.rid != rid) continue;
     if (best == kNoIndex || s.order < fw.st.arrivals[best].order) best = i;
   }
   return best;
@@ -271,6 +290,32 @@ uint32_t find_pregrant(Fw& fw, uint32_t ctx, uint32_t src, uint32_t collective_n
     if (best == kNoIndex || s.order < fw.st.arrivals[best].order) best = i;
   }
   return best;
+}
+
+bool arrived_with_other_signature(Fw& fw, uint32_t ctx, uint32_t collective_number, uint32_t signature) {
+  for (uint32_t i = 0; i < fw.st.arrival_hwm; ++i) {
+    const ArrivalSlot& s = fw.st.arrivals[i];
+    if (!s.used || s.seq != SeqState::ok || !(is_matched_message(s.a) || is_pregrant(s.a))) continue;
+    const abi::WireHeader& h = s.a.header;
+    if (h.ctx == ctx && h.reserved[kHdrWordCollective] == collective_number &&
+        h.reserved[kHdrWordSignature] != signature) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool take_abort_notice(Fw& fw, uint32_t ctx, uint32_t collective_number) {
+  bool found = false;
+  for (uint32_t i = 0; i < fw.st.arrival_hwm; ++i) {
+    const ArrivalSlot& s = fw.st.arrivals[i];
+    if (!s.used || s.seq != SeqState::ok || !is_abort_notice(s.a) || s.a.header.ctx != ctx) continue;
+    const uint32_t number = s.a.header.reserved[kHdrWordCollective];
+    if (number == collective_number) found = true;
+    // Notices of this or earlier collectives are used up now.
+    if (static_cast<int32_t>(collective_number - number) >= 0) consume_arrival(fw, i);
+  }
+  return found;
 }
 
 uint32_t find_ready(Fw& fw, uint32_t ctx, uint32_t src, uint32_t rid) {

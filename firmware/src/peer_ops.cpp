@@ -57,6 +57,10 @@ abi::WireHeader make_header(Fw& fw, const CallSlot& call, const PeerOp& op, uint
   h.msg_bytes = op.msg_bytes;
   h.rid = op.rid;
   h.flags = op.wire_compressed ? uint32_t{abi::kHdrCompressed} : 0u;
+  if ((op.ctx & 1u) != 0) {
+    h.reserved[kHdrWordCollective] = call.collective_number;
+    h.reserved[kHdrWordSignature] = call.signature;
+  }
   return h;
 }
 
@@ -146,6 +150,24 @@ void send_ready(Fw& fw, CallSlot& call, PeerOp& op) {
   fw.st.work_counter++;
 }
 
+// A collective message from a rank whose collective has other arguments
+// (count, reduce function or data type, root, ...) than ours: fail the op
+// with INVALID_ARGUMENT instead of moving data that means something else.
+// Returns true on a mismatch.
+bool check_signature(Fw& fw, CallSlot& call, PeerOp& op, const abi::WireHeader& h) {
+  if ((op.ctx & 1u) == 0 || h.reserved[kHdrWordSignature] == call.signature) return false;
+  op.error |= abi::kInvalidArgument;
+  call.signature_mismatch = true;
+  if (fw.dp.log_enabled(kLogError)) {
+    LogLine line;
+    line.str("call ").dec(call.id).str(" scenario ").dec(call.d.scenario).str(" rank ").dec(call.d.local_rank)
+        .str(": collective arguments differ from rank ").dec(h.src).str("'s (signature ").hex(call.signature)
+        .str(" vs ").hex(h.reserved[kHdrWordSignature]).str(")");
+    log_line(fw, kLogError, line);
+  }
+  return true;
+}
+
 // Fails the op if the link to the peer it waits on is broken. Returns true
 // when the op is finished (failed).
 bool wait_on_peer(Fw& fw, const CallSlot& call, PeerOp& op, uint32_t peer) {
@@ -188,6 +210,10 @@ bool progress_send(Fw& fw, CallSlot& call, PeerOp& op) {
     if (index == kNoIndex) return wait_on_peer(fw, call, op, op.peer);
     const abi::WireHeader grant = fw.st.arrivals[index].a.header;
     consume_arrival(fw, index);
+    if (check_signature(fw, call, op, grant)) {
+      op.state = OpState::done;
+      return true;
+    }
     if (first_pregrant) {
       op.rid = grant.rid;
       if (grant.reserved[kHdrWordKind] == kPreGrantAwaitReady) {
@@ -271,7 +297,6 @@ void send_address(Fw& fw, CallSlot& call, PeerOp& op, uint64_t vaddr, bool host,
   m.header.msg_bytes = bytes;
   m.header.reserved[0] = static_cast<uint32_t>(op.done_bytes);
   m.header.reserved[kHdrWordKind] = kind;
-  if (kind != 0) m.header.reserved[kHdrWordCollective] = call.collective_number;
   m.header.seqn = take_outbound_seqn(fw, call.d.comm, op.src);
   m.header.flags = 0;
   op.error |= fw.dp.move(m);
@@ -314,7 +339,7 @@ bool progress_recv(Fw& fw, CallSlot& call, PeerOp& op) {
     }
   }
   if (op.state == OpState::start) {
-    const uint32_t index = find_message(fw, op.ctx, call.d.comm, op.peer, op.tag);
+    const uint32_t index = find_message(fw, op.ctx, call.d.comm, op.peer, op.tag, call.collective_number);
     if (index == kNoIndex) return wait_on_peer(fw, call, op, op.peer);
     const ArrivalSlot& slot = fw.st.arrivals[index];
     if (slot.seq == SeqState::error) {
@@ -323,6 +348,10 @@ bool progress_recv(Fw& fw, CallSlot& call, PeerOp& op) {
       return true;
     }
     const abi::WireHeader& h = slot.a.header;
+    if (check_signature(fw, call, op, h)) {
+      consume_arrival(fw, index);
+      return true;
+    }
     op.src = h.src;
     op.msg_bytes = h.msg_bytes;
     op.wire_compressed = (h.flags & abi::kHdrCompressed) != 0;
@@ -397,11 +426,14 @@ bool progress_recv(Fw& fw, CallSlot& call, PeerOp& op) {
     } else if (op.state == OpState::wait_ready) {
       const uint32_t index = find_ready(fw, op.ctx, op.src, op.rid);
       if (index == kNoIndex) return wait_on_peer(fw, call, op, op.src);
+      const bool mismatch = check_signature(fw, call, op, fw.st.arrivals[index].a.header);
       consume_arrival(fw, index);
+      if (mismatch) return true;
       op.state = OpState::grant;
     } else if (op.state == OpState::wait_done) {
       const uint32_t index = find_done(fw, op);
       if (index == kNoIndex) return wait_on_peer(fw, call, op, op.src);
+      check_signature(fw, call, op, fw.st.arrivals[index].a.header);  // the data message's header
       op.error |= fw.st.arrivals[index].a.status;
       consume_arrival(fw, index);
       fw.dp.close_window(op.window);
@@ -548,6 +580,64 @@ uint32_t fail_ops_waiting_on_link(Fw& fw, uint32_t ip, uint32_t port, uint32_t b
     }
   }
   return failed;
+}
+
+bool apply_abort_notice(Fw& fw, const Arrival& a) {
+  const abi::WireHeader& h = a.header;
+  const uint32_t number = h.reserved[kHdrWordCollective];
+  for (auto& call : fw.st.calls) {
+    if (!call.used || !call.collective || make_ctx(call.d.context_id, true) != h.ctx) continue;
+    if (call.collective_number != number) continue;
+    if (call.phase == CallPhase::start) return false;  // it takes the notice when it starts
+    call.status |= abi::kInvalidArgument;
+    fw.st.work_counter++;
+    if (fw.dp.log_enabled(kLogError)) {
+      LogLine line;
+      line.str("call ").dec(call.id).str(" scenario ").dec(call.d.scenario).str(" rank ").dec(call.d.local_rank)
+          .str(": rank ").dec(h.src).str(" reports that the ranks called this collective with different arguments");
+      log_line(fw, kLogError, line);
+    }
+    return true;
+  }
+  // No pending collective has that number: it has ended here already (drop
+  // the notice), or it is not issued yet (keep it).
+  for (const auto& c : fw.st.comms) {
+    if (c.used && make_ctx(c.context_id, true) == h.ctx) {
+      return static_cast<int32_t>(c.collectives_started - number) > 0;
+    }
+  }
+  return false;
+}
+
+void check_collective_arrival(Fw& fw, const Arrival& a) {
+  const abi::WireHeader& h = a.header;
+  for (auto& call : fw.st.calls) {
+    if (!call.used || !call.collective || call.phase == CallPhase::start) continue;
+    if (make_ctx(call.d.context_id, true) != h.ctx || call.collective_number != h.reserved[kHdrWordCollective]) continue;
+    if (call.signature == h.reserved[kHdrWordSignature]) return;
+    PeerOp probe{};
+    probe.ctx = h.ctx;
+    check_signature(fw, call, probe, h);  // logs, marks the call
+    call.status |= probe.error;
+    fw.st.work_counter++;
+    return;
+  }
+}
+
+void send_abort_notices(Fw& fw, CallSlot& call) {
+  PeerOp op{};
+  op.ctx = make_ctx(call.d.context_id, true);
+  op.tag = abi::kTagAny;
+  for (uint32_t peer = 0; peer < call.d.comm_size; ++peer) {
+    if (peer == call.d.local_rank || peer_link_status(fw, call.d.comm, call.d.comm_size, peer) != 0) continue;
+    Move m = network_move(call, peer);
+    m.header = make_header(fw, call, op, peer, abi::kMsgRendezvousAddr);
+    m.header.flags = 0;
+    m.header.reserved[kHdrWordKind] = kAbortNotice;
+    m.header.seqn = take_outbound_seqn(fw, call.d.comm, peer);
+    fw.dp.move(m);  // best effort: the peer times out if this one is lost
+  }
+  fw.st.work_counter++;
 }
 
 bool arrival_awaited(Fw& fw, const Arrival& a) {

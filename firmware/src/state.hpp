@@ -37,14 +37,25 @@ inline constexpr uint32_t kReceiverRidBit = 0x80000000u;
 //                       must stage: it grants nothing yet and waits for the
 //                       sender's ready notice before it takes spare buffer 3
 //  kReadyNotice         sender -> receiver: "my send is waiting for grants"
+//  kAbortNotice         (header only, to every other member) "collective
+//                       reserved[2] failed here because ranks called it with
+//                       different arguments": its members fail it at once
+//                       with INVALID_ARGUMENT instead of timing out
 inline constexpr uint32_t kPreGrantMarker = 1;
 inline constexpr uint32_t kPreGrantAwaitReady = 2;
 inline constexpr uint32_t kReadyNotice = 3;
+inline constexpr uint32_t kAbortNotice = 4;
 inline constexpr uint32_t kHdrWordKind = 1;
 // reserved[2] of a pre-grant: the receiver's collective number on the
 // communicator (see CommEntry::collectives_started), so a pre-grant left
 // over from an abandoned collective is never used by a later one.
 inline constexpr uint32_t kHdrWordCollective = 2;
+// reserved[3] of every collective message: the signature of the sender's
+// collective (kind, count, reduce function and data type, root, element sizes,
+// wire compression), nonzero. A receiver whose own collective has another
+// signature fails with INVALID_ARGUMENT: the ranks called it with different
+// arguments (see collective_signature()).
+inline constexpr uint32_t kHdrWordSignature = 3;
 
 // Where the data of one operand lives. Offsets are counted in elements of
 // this operand's own representation (compressed or not).
@@ -166,6 +177,8 @@ struct CallSlot {
   Buf stage_out_to;
   uint32_t stage_out_count;
   uint32_t collective_number;  // collectives: index among the collectives started on this communicator
+  uint32_t signature;          // collectives: see kHdrWordSignature
+  bool signature_mismatch;     // a peer's message had another signature: notify all members
 };
 
 enum class SeqState : uint8_t { unchecked = 0, ok, error };

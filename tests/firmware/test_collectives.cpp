@@ -243,6 +243,39 @@ TEST(FirmwareCollectiveOrder, ConcurrentCollectivesOnTwoCommunicatorsShareSpares
   }
 }
 
+// A failed collective leaves pre-grants behind: here both ranks call a
+// rendezvous-sized bcast naming the *other* rank as root, so each only
+// receives and pre-grants the other, and nobody sends. The next collective
+// (an allreduce whose sends are pre-granted) must not use those stale
+// pre-grants (it would write into windows of the failed call and wait for
+// its own data until the timeout): pre-grants carry the collective's number.
+TEST(FirmwareCollectiveOrder, PreGrantsOfAFailedCollectiveAreNotUsedByTheNext) {
+  FabricOptions o;
+  o.timeout_us = 200'000;
+  FakeFabric f(2, o);
+  f.configure();
+  constexpr uint32_t n = 3000;  // 12000 bytes: rendezvous, pre-granted
+  std::vector<uint64_t> first;
+  for (uint32_t r = 0; r < 2; ++r) {
+    first.push_back(f[r].submit(CallBuilder(abi::kBcast).count(n).rank(1 - r).addr(0, kDst).addr(2, kDst)));
+  }
+  for (uint32_t r = 0; r < 2; ++r) {
+    const auto status = f[r].wait(first[r]);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_NE(*status, 0u) << "rank " << r << ": bcast with disagreeing roots reported success";
+  }
+  for (uint32_t r = 0; r < 2; ++r) f[r].write(kSrc, rank_data(r, n));
+  std::vector<uint64_t> second;
+  for (uint32_t r = 0; r < 2; ++r) {
+    second.push_back(f[r].submit(CallBuilder(abi::kAllreduce).count(n).addr(0, kSrc).addr(2, kDst)));
+  }
+  for (uint32_t r = 0; r < 2; ++r) EXPECT_EQ(f[r].wait(second[r]), std::optional<uint32_t>(0)) << "rank " << r;
+  for (uint32_t r = 0; r < 2; ++r) {
+    const auto got = f[r].read<int32_t>(kDst, n);
+    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], sum_over_ranks(2, i)) << r << " " << i;
+  }
+}
+
 TEST(FirmwareCollectiveOrder, CollectiveRendezvousIsGrantedByTheReceiver) {
   FakeFabric f(2);
   f.configure();
