@@ -10,6 +10,7 @@
 #include <functional>
 #include <numeric>
 #include <string>
+#include <thread>
 
 #include "fake_cclo.hpp"
 
@@ -200,6 +201,53 @@ TEST(FirmwareCollectiveOrder, CollectivesOnOneCommunicatorRunInIssueOrder) {
     EXPECT_EQ(f[r].wait(second[r]), std::optional<uint32_t>(0));
     const auto got = f[r].read<int32_t>(kDst, 64);
     for (uint32_t i = 0; i < 64; ++i) ASSERT_EQ(got[i], sum_over_ranks(3, i));
+  }
+}
+
+// Spares 1 and 2 go to collectives in issue order. Both ranks issue C (bcast
+// from rank 1), A (reduce_scatter, spares 1/2) on one communicator and B
+// (reduce_scatter, spares 1/2) on another. Rank 1 issues its calls late, so on
+// rank 0 A waits behind C while B could already start: if B took the spares
+// there, rank 1 (where C ends at once and A takes the spares first) and rank 0
+// would each hold the spares for the collective the other one cannot start.
+TEST(FirmwareCollectiveOrder, SparesGoToCollectivesInIssueOrder) {
+  FabricOptions o;
+  o.timeout_us = 1'000'000;
+  FakeFabric f(2, o);
+  f.configure();
+  constexpr uint32_t kOther = 0x400;  // second communicator, same members, context 8
+  for (uint32_t r = 0; r < 2; ++r) {
+    for (uint32_t w = 0; w < abi::comm_record_words(2); ++w) f[r].set_xmem(kOther + 4 * w, f[r].xmem(kCommOffset + 4 * w));
+    f[r].set_xmem(kOther + 4 * abi::comm_context_word(2), kContextId + 1);
+  }
+  constexpr uint32_t n = 64;
+  constexpr uint64_t kSrcB = 0x400000, kDstB = 0x500000, kBcastBuf = 0x600000;
+  for (uint32_t r = 0; r < 2; ++r) {
+    f[r].write(kSrc, rank_data(r, 2 * n));
+    f[r].write(kSrcB, rank_data(r + 2, 2 * n));
+    f[r].write(kBcastBuf, rank_data(r, n));
+  }
+  auto issue = [&](uint32_t r) {
+    std::vector<uint64_t> ids;
+    ids.push_back(f[r].submit(CallBuilder(abi::kBcast).count(n).rank(1).addr(0, kBcastBuf).addr(2, kBcastBuf)));
+    ids.push_back(f[r].submit(CallBuilder(abi::kReduceScatter).count(n).addr(0, kSrc).addr(2, kDst)));
+    ids.push_back(f[r].submit(CallBuilder(abi::kReduceScatter).count(n).comm(kOther).addr(0, kSrcB).addr(2, kDstB)));
+    return ids;
+  };
+  const auto ids0 = issue(0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto ids1 = issue(1);
+  for (uint32_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(f[0].wait(ids0[k]), std::optional<uint32_t>(0)) << "rank 0 call " << k;
+    EXPECT_EQ(f[1].wait(ids1[k]), std::optional<uint32_t>(0)) << "rank 1 call " << k;
+  }
+  for (uint32_t r = 0; r < 2; ++r) {
+    const auto a = f[r].read<int32_t>(kDst, n);
+    const auto b = f[r].read<int32_t>(kDstB, n);
+    for (uint32_t i = 0; i < n; ++i) {
+      ASSERT_EQ(a[i], value(0, r * n + i) + value(1, r * n + i)) << i;
+      ASSERT_EQ(b[i], value(2, r * n + i) + value(3, r * n + i)) << i;
+    }
   }
 }
 

@@ -258,9 +258,11 @@ void log_selection(Fw& fw, const CallSlot& call) {
   log_line(fw, kLogDebug, line);
 }
 
-StepResult start_collective(Fw& fw, CallSlot& call) {
+// Fills the arguments and selects the algorithm (both depend only on the
+// call words and exchange memory, so this can be repeated).
+void prepare(Fw& fw, CallSlot& call) {
   fill_args(fw, call);
-  if (call.args.P == 1) return run_single_rank(fw, call);
+  if (call.args.P == 1) return;
   const uint32_t src_elems = source_elems(call.d.scenario, call.args.count, call.args.P);
   SelectionInput in{};
   in.scenario = call.d.scenario;
@@ -268,21 +270,52 @@ StepResult start_collective(Fw& fw, CallSlot& call) {
   in.in_place = buf_overlap(call.args.src, call.args.dst, src_elems) ||
                 buf_overlap(call.args.dst, call.args.src, result_elems(call.d.scenario, call.args.count, call.args.P));
   call.algorithm = select_algorithm(in, call.args);
+}
+
+bool uses_spare_algorithm(const CallSlot& call) {
+  return algorithm_uses_spares(call.algorithm) && spare_elems(call.args) > 0;
+}
+
+// True if a collective issued before `call` has not started yet and will
+// take spares 1 and 2. Spares go to collectives in issue order: otherwise a
+// later collective could take them on one rank while an earlier one (waiting
+// behind another collective of its communicator) takes them first on another
+// rank, and each would wait for the one the other rank cannot start.
+bool earlier_collective_wants_spares(Fw& fw, const CallSlot& call) {
+  ControlProgramState& st = fw.st;
+  for (uint32_t i = 0; i < st.ncalls; ++i) {
+    CallSlot& other = st.calls[st.order[i]];
+    if (&other == &call || !other.collective || other.phase != CallPhase::start ||
+        other.issue_order >= call.issue_order) {
+      continue;
+    }
+    prepare(fw, other);  // recomputed when it starts
+    if (other.args.P == 1 || other.algorithm == kAlgoNone) continue;
+    if (needs_stream_staging(other) || uses_spare_algorithm(other)) return true;
+  }
+  return false;
+}
+
+StepResult start_collective(Fw& fw, CallSlot& call) {
+  prepare(fw, call);
+  if (call.args.P == 1) return run_single_rank(fw, call);
   if (call.algorithm == kAlgoNone) {
     call.status |= abi::kCollectiveNotImplemented;
     return StepResult::finished;
   }
   const bool staging = needs_stream_staging(call);
-  const bool spare_algorithm = algorithm_uses_spares(call.algorithm) && spare_elems(call.args) > 0;
+  const bool spare_algorithm = uses_spare_algorithm(call);
   if (staging && spare_algorithm) {
     call.status |= abi::kCollectiveNotImplemented;  // both would need spares 1 and 2
     return StepResult::finished;
   }
   if (staging || spare_algorithm) {
     // Spares 1 and 2 serve one collective at a time (collectives on other
-    // communicators may run concurrently): wait until they are free.
+    // communicators may run concurrently): wait until they are free and no
+    // earlier collective is still to take them.
     const uint64_t token = call_token(call);
     if (fw.st.spare12_owner != 0 && fw.st.spare12_owner != token) return StepResult::not_ready;
+    if (fw.st.spare12_owner != token && earlier_collective_wants_spares(fw, call)) return StepResult::not_ready;
     fw.st.spare12_owner = token;
   }
   log_selection(fw, call);
