@@ -4,10 +4,10 @@
 // consumed yet, kept with its arrival order so receives match the *oldest*
 // eligible message (MPI non-overtaking order per source).
 //
-// Sequence numbers are checked once per matched message (eager segment or
-// rendezvous request), in arrival order, as soon as the message's
-// communicator is known: at ingest, or when the first call naming that
-// communicator registers its context id.
+// Sequence numbers are checked once per message that carries one (see
+// carries_seqn()), in arrival order, as soon as the message's communicator is
+// known: at ingest, or when the first call naming that communicator registers
+// its context id.
 #include "firmware.hpp"
 
 namespace accl::fw::impl {
@@ -27,16 +27,16 @@ bool is_pregrant(const Arrival& a) {
   return is_address_message(a) && (kind == kPreGrantMarker || kind == kPreGrantAwaitReady);
 }
 
-// Every message a peer's firmware sends to us for matching or for a
-// rendezvous transfer takes a sequence number: eager segments, RTS, address
-// messages (grants, pre-grants, ready notices) and rendezvous data (whose
-// header comes back in the rendezvous_done arrival, also when the data plane
-// discarded the payload). So a duplicated or lost one is a sequence error,
-// never a grant or a piece used twice.
 bool is_abort_notice(const Arrival& a) {
   return is_address_message(a) && a.header.reserved[kHdrWordKind] == kAbortNotice;
 }
 
+// Every message a peer's firmware sends to us for matching or for a
+// rendezvous transfer takes a sequence number: eager segments, RTS, address
+// messages (grants, pre-grants, ready and abort notices) and rendezvous data
+// (whose header comes back in the rendezvous_done arrival, also when the data
+// plane discarded the payload). So a duplicated or lost one is a sequence
+// error, never a grant or a piece used twice.
 bool carries_seqn(const Arrival& a) {
   return is_matched_message(a) || is_address_message(a) || a.kind == ArrivalKind::rendezvous_done;
 }
@@ -76,8 +76,8 @@ void check_sequence(Fw& fw, uint32_t index, const CommEntry& comm) {
   if (h.seqn == expected) {
     fw.dp.xmem_write(word, expected + 1);
     slot.seq = SeqState::ok;
-    // A grant, ready notice or completion nobody waits for any more belongs
-    // to a call that ended early: its sequence number counted, now drop it.
+    // A message of the running collective with another argument signature
+    // fails it, whether or not an op of it receives from that peer.
     if ((h.ctx & 1u) != 0 && (is_matched_message(slot.a) || is_pregrant(slot.a))) {
       check_collective_arrival(fw, slot.a);
     }
@@ -86,6 +86,9 @@ void check_sequence(Fw& fw, uint32_t index, const CommEntry& comm) {
       // when it ran already); see take_abort_notice().
       if (apply_abort_notice(fw, slot.a)) consume_arrival(fw, index);
     } else if (!is_matched_message(slot.a) && !is_pregrant(slot.a) && !arrival_awaited(fw, slot.a)) {
+      // A grant, ready notice or completion nobody waits for any more
+      // belongs to a call that ended early: its sequence number counted, now
+      // drop it.
       consume_arrival(fw, index);
     }
     return;

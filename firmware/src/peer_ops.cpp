@@ -21,7 +21,11 @@
 //
 // Address message fields (firmware to firmware): vaddr/host = where to write,
 // rid = the sender's transfer id, msg_bytes = bytes granted, reserved[0] =
-// byte offset of the granted piece within the message.
+// byte offset of the granted piece within the message, reserved[1] = what it
+// is (grant, pre-grant, await-ready pre-grant, ready or abort notice; see
+// state.hpp). Every message between firmwares except stream_put takes a
+// sequence number; collective ones also carry the collective's number
+// (reserved[2]) and argument signature (reserved[3]).
 #include "firmware.hpp"
 
 namespace accl::fw::impl {
