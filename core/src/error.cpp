@@ -2,8 +2,10 @@
 #include <accl/abi.hpp>
 #include <accl/error.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
+#include <iterator>
 
 namespace accl {
 namespace {
@@ -55,8 +57,19 @@ static_assert(abi::kInvalidArgument == 1u << 27 && abi::kNotReady == 1u << 31);
 std::string device_error_text(const std::string& call, int rank, uint32_t retcode) {
   char hex[16];
   std::snprintf(hex, sizeof hex, "0x%08x", retcode);
-  return "call '" + call + "' on rank " + std::to_string(rank) + " failed on the device: " +
-         error_code_to_string(retcode) + " (retcode " + hex + ")";
+  std::string text = "call '" + call + "' on rank " + std::to_string(rank) + " failed on the device: " +
+                     error_code_to_string(retcode) + " (retcode " + hex + ")";
+  // The driver checks a call's own arguments before the device sees it; on a
+  // collective the firmware reports INVALID_ARGUMENT when the ranks' calls
+  // disagree (argument signature in every message, firmware/README.md).
+  static const char* const kCollectives[] = {"bcast",          "scatter",  "gather",  "reduce", "allgather",
+                                             "allreduce",      "alltoall", "barrier", "reduce_scatter"};
+  const bool collective = std::find(std::begin(kCollectives), std::end(kCollectives), call) != std::end(kCollectives);
+  if (collective && (retcode & abi::kInvalidArgument) != 0) {
+    text += "; the ranks called this collective with different arguments (count, root, reduce function, data "
+            "type or compression)";
+  }
+  return text;
 }
 
 }  // namespace

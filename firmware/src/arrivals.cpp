@@ -4,10 +4,10 @@
 // consumed yet, kept with its arrival order so receives match the *oldest*
 // eligible message (MPI non-overtaking order per source).
 //
-// Sequence numbers are checked once per matched message (eager segment or
-// rendezvous request), in arrival order, as soon as the message's
-// communicator is known: at ingest, or when the first call naming that
-// communicator registers its context id.
+// Sequence numbers are checked once per message that carries one (see
+// carries_seqn()), in arrival order, as soon as the message's communicator is
+// known: at ingest, or when the first call naming that communicator registers
+// its context id.
 #include "firmware.hpp"
 
 namespace accl::fw::impl {
@@ -16,6 +16,29 @@ namespace {
 bool is_matched_message(const Arrival& a) {
   return a.kind == ArrivalKind::message && a.header.strm == 0 &&
          (a.header.msg_type == abi::kMsgEager || a.header.msg_type == abi::kMsgRendezvousRequest);
+}
+
+bool is_address_message(const Arrival& a) {
+  return a.kind == ArrivalKind::message && a.header.msg_type == abi::kMsgRendezvousAddr;
+}
+
+bool is_pregrant(const Arrival& a) {
+  const uint32_t kind = a.header.reserved[kHdrWordKind];
+  return is_address_message(a) && (kind == kPreGrantMarker || kind == kPreGrantAwaitReady);
+}
+
+bool is_abort_notice(const Arrival& a) {
+  return is_address_message(a) && a.header.reserved[kHdrWordKind] == kAbortNotice;
+}
+
+// Every message a peer's firmware sends to us for matching or for a
+// rendezvous transfer takes a sequence number: eager segments, RTS, address
+// messages (grants, pre-grants, ready and abort notices) and rendezvous data
+// (whose header comes back in the rendezvous_done arrival, also when the data
+// plane discarded the payload). So a duplicated or lost one is a sequence
+// error, never a grant or a piece used twice.
+bool carries_seqn(const Arrival& a) {
+  return is_matched_message(a) || is_address_message(a) || a.kind == ArrivalKind::rendezvous_done;
 }
 
 CommEntry* comm_by_context(Fw& fw, uint32_t context_id) {
@@ -53,6 +76,21 @@ void check_sequence(Fw& fw, uint32_t index, const CommEntry& comm) {
   if (h.seqn == expected) {
     fw.dp.xmem_write(word, expected + 1);
     slot.seq = SeqState::ok;
+    // A message of the running collective with another argument signature
+    // fails it, whether or not an op of it receives from that peer.
+    if ((h.ctx & 1u) != 0 && (is_matched_message(slot.a) || is_pregrant(slot.a))) {
+      check_collective_arrival(fw, slot.a);
+    }
+    if (is_abort_notice(slot.a)) {
+      // Kept until the collective it names starts here (or dropped at once
+      // when it ran already); see take_abort_notice().
+      if (apply_abort_notice(fw, slot.a)) consume_arrival(fw, index);
+    } else if (!is_matched_message(slot.a) && !is_pregrant(slot.a) && !arrival_awaited(fw, slot.a)) {
+      // A grant, ready notice or completion nobody waits for any more
+      // belongs to a call that ended early: its sequence number counted, now
+      // drop it.
+      consume_arrival(fw, index);
+    }
     return;
   }
   // A gap (lost message) resynchronises on the message that arrived, so one
@@ -121,18 +159,9 @@ void ingest_arrival(Fw& fw, const Arrival& arrival) {
   forget_link_failure(fw, arrival.peer_ip, arrival.peer_port);
 
   const abi::WireHeader& h = arrival.header;
-  if (arrival.kind == ArrivalKind::rendezvous_done) {
-    if (!rid_awaited(fw, h.ctx, h.src, h.rid, true)) {
-      // The receive that opened this window is gone (timed out): nothing to do.
-      return;
-    }
-  } else if (h.msg_type == abi::kMsgRendezvousAddr) {
-    // A pre-grant may arrive before the send it is for has started; any
-    // other address message answers a waiting send, or that send timed out.
-    if (h.reserved[1] != kPreGrantMarker && !rid_awaited(fw, h.ctx, h.src, h.rid, false)) return;
-  } else if (!is_matched_message(arrival)) {
-    // Stream traffic and rendezvous data are consumed by the data plane; an
-    // arrival of that kind has no receiver here.
+  if (!carries_seqn(arrival)) {
+    // Stream traffic is consumed by the data plane; an arrival of that kind
+    // has no receiver here.
     release_if_payload(fw, arrival);
     return;
   }
@@ -149,12 +178,9 @@ void ingest_arrival(Fw& fw, const Arrival& arrival) {
   slot.comm = 0;
   slot.order = fw.st.next_arrival_order++;
   slot.a = arrival;
-  slot.seq = SeqState::ok;
-  if (is_matched_message(arrival)) {
-    slot.seq = SeqState::unchecked;
-    fw.st.unchecked_arrivals++;
-    if (const CommEntry* comm = comm_by_context(fw, h.ctx >> 1)) check_sequence(fw, index, *comm);
-  }
+  slot.seq = SeqState::unchecked;
+  fw.st.unchecked_arrivals++;
+  if (const CommEntry* comm = comm_by_context(fw, h.ctx >> 1)) check_sequence(fw, index, *comm);
 }
 
 void register_comm(Fw& fw, uint32_t offset, uint32_t context_id, uint32_t size) {
@@ -169,6 +195,7 @@ void register_comm(Fw& fw, uint32_t offset, uint32_t context_id, uint32_t size) 
     if (!fw.st.comms[i].used) entry = &fw.st.comms[i];
   }
   if (entry == nullptr) entry = &fw.st.comms[context_id % kMaxComms];  // full: evict one
+  if (!entry->used || entry->context_id != context_id) entry->collectives_started = 0;
   entry->used = true;
   entry->offset = offset;
   entry->context_id = context_id;
@@ -187,7 +214,13 @@ void register_comm(Fw& fw, uint32_t offset, uint32_t context_id, uint32_t size) 
   }
 }
 
-uint32_t find_message(Fw& fw, uint32_t ctx, uint32_t comm, uint32_t src, uint32_t tag) {
+uint32_t start_collective_number(Fw& fw, uint32_t context_id) {
+  CommEntry* comm = comm_by_context(fw, context_id);
+  return comm == nullptr ? 0 : comm->collectives_started++;
+}
+
+uint32_t find_message(Fw& fw, uint32_t ctx, uint32_t comm, uint32_t src, uint32_t tag, uint32_t collective_number) {
+  const bool collective = (ctx & 1u) != 0;
   uint32_t best = kNoIndex;
   for (uint32_t i = 0; i < fw.st.arrival_hwm; ++i) {
     const ArrivalSlot& s = fw.st.arrivals[i];
@@ -195,6 +228,13 @@ uint32_t find_message(Fw& fw, uint32_t ctx, uint32_t comm, uint32_t src, uint32_
     const abi::WireHeader& h = s.a.header;
     const bool src_ok = src == abi::kRankAny || h.src == src;
     if (!src_ok) continue;
+    if (collective && s.seq == SeqState::ok && is_matched_message(s.a) && h.ctx == ctx &&
+        h.reserved[kHdrWordCollective] != collective_number) {
+      // Sent for a collective that ended here without receiving it (e.g. the
+      // ranks disagreed on its root): never let a later collective take it.
+      if (static_cast<int32_t>(collective_number - h.reserved[kHdrWordCollective]) > 0) consume_arrival(fw, i);
+      continue;
+    }
     bool candidate = false;
     if (s.seq == SeqState::error) {
       candidate = s.comm == comm;
@@ -226,21 +266,28 @@ uint32_t find_grant(Fw& fw, uint32_t ctx, uint32_t src, uint32_t rid) {
   uint32_t best = kNoIndex;
   for (uint32_t i = 0; i < fw.st.arrival_hwm; ++i) {
     const ArrivalSlot& s = fw.st.arrivals[i];
-    if (!s.used || s.a.kind != ArrivalKind::message) continue;
+    if (!s.used || s.seq != SeqState::ok || !is_address_message(s.a)) continue;
     const abi::WireHeader& h = s.a.header;
-    if (h.msg_type != abi::kMsgRendezvousAddr || h.ctx != ctx || h.src != src || h.rid != rid) continue;
+    if (h.reserved[kHdrWordKind] != 0 || h.ctx != ctx || h.src != src || h.rid != rid) continue;
     if (best == kNoIndex || s.order < fw.st.arrivals[best].order) best = i;
   }
   return best;
 }
 
-uint32_t find_pregrant(Fw& fw, uint32_t ctx, uint32_t src) {
+uint32_t find_pregrant(Fw& fw, uint32_t ctx, uint32_t src, uint32_t collective_number) {
   uint32_t best = kNoIndex;
   for (uint32_t i = 0; i < fw.st.arrival_hwm; ++i) {
     const ArrivalSlot& s = fw.st.arrivals[i];
-    if (!s.used || s.a.kind != ArrivalKind::message) continue;
+    if (!s.used || s.seq != SeqState::ok || !is_pregrant(s.a)) continue;
     const abi::WireHeader& h = s.a.header;
-    if (h.msg_type != abi::kMsgRendezvousAddr || h.reserved[1] != kPreGrantMarker || h.ctx != ctx || h.src != src) {
+    if (h.ctx != ctx || h.src != src) continue;
+    if (h.reserved[kHdrWordCollective] != collective_number) {
+      // Collectives on a communicator run one at a time in the same order on
+      // every rank: a pre-grant of an earlier collective belongs to a call
+      // that has ended here (it failed or timed out before using it) and
+      // would otherwise hand this call's data to a window of that old call.
+      // One of a later collective waits for its call.
+      if (static_cast<int32_t>(collective_number - h.reserved[kHdrWordCollective]) > 0) consume_arrival(fw, i);
       continue;
     }
     if (best == kNoIndex || s.order < fw.st.arrivals[best].order) best = i;
@@ -248,10 +295,46 @@ uint32_t find_pregrant(Fw& fw, uint32_t ctx, uint32_t src) {
   return best;
 }
 
+bool arrived_with_other_signature(Fw& fw, uint32_t ctx, uint32_t collective_number, uint32_t signature) {
+  for (uint32_t i = 0; i < fw.st.arrival_hwm; ++i) {
+    const ArrivalSlot& s = fw.st.arrivals[i];
+    if (!s.used || s.seq != SeqState::ok || !(is_matched_message(s.a) || is_pregrant(s.a))) continue;
+    const abi::WireHeader& h = s.a.header;
+    if (h.ctx == ctx && h.reserved[kHdrWordCollective] == collective_number &&
+        h.reserved[kHdrWordSignature] != signature) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool take_abort_notice(Fw& fw, uint32_t ctx, uint32_t collective_number) {
+  bool found = false;
+  for (uint32_t i = 0; i < fw.st.arrival_hwm; ++i) {
+    const ArrivalSlot& s = fw.st.arrivals[i];
+    if (!s.used || s.seq != SeqState::ok || !is_abort_notice(s.a) || s.a.header.ctx != ctx) continue;
+    const uint32_t number = s.a.header.reserved[kHdrWordCollective];
+    if (number == collective_number) found = true;
+    // Notices of this or earlier collectives are used up now.
+    if (static_cast<int32_t>(collective_number - number) >= 0) consume_arrival(fw, i);
+  }
+  return found;
+}
+
+uint32_t find_ready(Fw& fw, uint32_t ctx, uint32_t src, uint32_t rid) {
+  for (uint32_t i = 0; i < fw.st.arrival_hwm; ++i) {
+    const ArrivalSlot& s = fw.st.arrivals[i];
+    if (!s.used || s.seq != SeqState::ok || !is_address_message(s.a)) continue;
+    const abi::WireHeader& h = s.a.header;
+    if (h.reserved[kHdrWordKind] == kReadyNotice && h.ctx == ctx && h.src == src && h.rid == rid) return i;
+  }
+  return kNoIndex;
+}
+
 uint32_t find_done(Fw& fw, const PeerOp& op) {
   for (uint32_t i = 0; i < fw.st.arrival_hwm; ++i) {
     const ArrivalSlot& s = fw.st.arrivals[i];
-    if (!s.used || s.a.kind != ArrivalKind::rendezvous_done) continue;
+    if (!s.used || s.seq != SeqState::ok || s.a.kind != ArrivalKind::rendezvous_done) continue;
     const abi::WireHeader& h = s.a.header;
     if (h.rid != op.rid || h.ctx != op.ctx) continue;
     // The data plane reports the data message's header; the link identifies

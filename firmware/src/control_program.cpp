@@ -238,6 +238,7 @@ void start_call(Fw& fw, const Call& c) {
   call.d = d;
   fw.st.order[fw.st.ncalls++] = slot;
   if (d.scenario != abi::kCopy && d.scenario != abi::kCombine) register_comm(fw, d.comm, d.context_id, d.comm_size);
+  if (call.collective) call.collective_number = start_collective_number(fw, d.context_id);
   log_call(fw, "started", call, 0);
 }
 

@@ -66,11 +66,26 @@ bool arrivals_full(const Fw& fw);
 
 // Oldest matchable first segment / RTS for a receive, or an error arrival
 // from a matching source (the receive then fails with its bits).
-uint32_t find_message(Fw& fw, uint32_t ctx, uint32_t comm, uint32_t src, uint32_t tag);
+// Collective contexts (ctx bit 0) match only messages of collective
+// `collective_number`; messages of earlier collectives (that ended here
+// before receiving them) are dropped.
+uint32_t find_message(Fw& fw, uint32_t ctx, uint32_t comm, uint32_t src, uint32_t tag, uint32_t collective_number);
 uint32_t find_continuation(Fw& fw, uint32_t ctx, uint32_t src, uint32_t seqn);
 uint32_t find_grant(Fw& fw, uint32_t ctx, uint32_t src, uint32_t rid);
-// Oldest first grant of a pre-granted transfer from `src` (any rid).
-uint32_t find_pregrant(Fw& fw, uint32_t ctx, uint32_t src);
+// Oldest first grant of a pre-granted transfer from `src` (any rid) for
+// collective `collective_number`; drops pre-grants of earlier collectives.
+uint32_t find_pregrant(Fw& fw, uint32_t ctx, uint32_t src, uint32_t collective_number);
+// True if a member reported collective `collective_number` of this
+// (collective) context as failed by an argument mismatch; consumes notices
+// of it and of earlier collectives.
+bool take_abort_notice(Fw& fw, uint32_t ctx, uint32_t collective_number);
+// True if a message or pre-grant of collective `collective_number` of this
+// context waits here with another signature than `signature`.
+bool arrived_with_other_signature(Fw& fw, uint32_t ctx, uint32_t collective_number, uint32_t signature);
+// The sender's ready notice for a staged pre-granted receive.
+uint32_t find_ready(Fw& fw, uint32_t ctx, uint32_t src, uint32_t rid);
+// Number of the collective starting now on this (registered) communicator.
+uint32_t start_collective_number(Fw& fw, uint32_t context_id);
 uint32_t find_done(Fw& fw, const PeerOp& op);
 // Removes an arrival; eager payloads are released to the data plane.
 void consume_arrival(Fw& fw, uint32_t index);
@@ -97,9 +112,20 @@ void abandon_op(Fw& fw, const CallSlot& call, PeerOp& op);
 // Returns the number of ops failed.
 uint32_t fail_ops_waiting_on(Fw& fw, uint32_t comm, uint32_t peer, uint32_t bits);
 uint32_t fail_ops_waiting_on_link(Fw& fw, uint32_t ip, uint32_t port, uint32_t bits);
-// True if some op waits for an address message / rendezvous completion with
-// this rid (otherwise such an arrival is stale and dropped).
-bool rid_awaited(Fw& fw, uint32_t ctx, uint32_t src, uint32_t rid, bool completion);
+// True if some op waits for this grant, ready notice or rendezvous
+// completion (otherwise it is stale and dropped).
+bool arrival_awaited(Fw& fw, const Arrival& a);
+// An abort notice arrived: fails the running collective it names. Returns
+// true when the notice is used up (applied, or its collective ran already).
+bool apply_abort_notice(Fw& fw, const Arrival& a);
+// A collective message or pre-grant arrived: if the running collective it
+// belongs to has another signature, that call fails with INVALID_ARGUMENT
+// (and notifies the members), also when no op of it receives from that peer
+// (e.g. the ranks disagree on the root, so they disagree on who talks to whom).
+void check_collective_arrival(Fw& fw, const Arrival& a);
+// After a signature mismatch: tells every other member of the call's
+// communicator (kAbortNotice).
+void send_abort_notices(Fw& fw, CallSlot& call);
 
 // Executes a local move res = op0 [func op1]; returns error bits.
 uint32_t local_move(Fw& fw, const CallSlot& call, uint32_t count, const Buf& op0, const Buf* op1,

@@ -21,7 +21,11 @@
 //
 // Address message fields (firmware to firmware): vaddr/host = where to write,
 // rid = the sender's transfer id, msg_bytes = bytes granted, reserved[0] =
-// byte offset of the granted piece within the message.
+// byte offset of the granted piece within the message, reserved[1] = what it
+// is (grant, pre-grant, await-ready pre-grant, ready or abort notice; see
+// state.hpp). Every message between firmwares except stream_put takes a
+// sequence number; collective ones also carry the collective's number
+// (reserved[2]) and argument signature (reserved[3]).
 #include "firmware.hpp"
 
 namespace accl::fw::impl {
@@ -57,6 +61,10 @@ abi::WireHeader make_header(Fw& fw, const CallSlot& call, const PeerOp& op, uint
   h.msg_bytes = op.msg_bytes;
   h.rid = op.rid;
   h.flags = op.wire_compressed ? uint32_t{abi::kHdrCompressed} : 0u;
+  if ((op.ctx & 1u) != 0) {
+    h.reserved[kHdrWordCollective] = call.collective_number;
+    h.reserved[kHdrWordSignature] = call.signature;
+  }
   return h;
 }
 
@@ -134,6 +142,36 @@ void send_rts(Fw& fw, CallSlot& call, PeerOp& op) {
   fw.st.work_counter++;
 }
 
+// Sender -> receiver of a staged pre-granted transfer: this send waits for
+// grants of rid `op.rid` (the receiver's) from now on.
+void send_ready(Fw& fw, CallSlot& call, PeerOp& op) {
+  Move m = network_move(call, op.peer);
+  m.header = make_header(fw, call, op, op.peer, abi::kMsgRendezvousAddr);
+  m.header.flags = 0;
+  m.header.reserved[kHdrWordKind] = kReadyNotice;
+  m.header.seqn = take_outbound_seqn(fw, call.d.comm, op.peer);
+  op.error |= fw.dp.move(m);
+  fw.st.work_counter++;
+}
+
+// A collective message from a rank whose collective has other arguments
+// (count, reduce function or data type, root, ...) than ours: fail the op
+// with INVALID_ARGUMENT instead of moving data that means something else.
+// Returns true on a mismatch.
+bool check_signature(Fw& fw, CallSlot& call, PeerOp& op, const abi::WireHeader& h) {
+  if ((op.ctx & 1u) == 0 || h.reserved[kHdrWordSignature] == call.signature) return false;
+  op.error |= abi::kInvalidArgument;
+  call.signature_mismatch = true;
+  if (fw.dp.log_enabled(kLogError)) {
+    LogLine line;
+    line.str("call ").dec(call.id).str(" scenario ").dec(call.d.scenario).str(" rank ").dec(call.d.local_rank)
+        .str(": collective arguments differ from rank ").dec(h.src).str("'s (signature ").hex(call.signature)
+        .str(" vs ").hex(h.reserved[kHdrWordSignature]).str(")");
+    log_line(fw, kLogError, line);
+  }
+  return true;
+}
+
 // Fails the op if the link to the peer it waits on is broken. Returns true
 // when the op is finished (failed).
 bool wait_on_peer(Fw& fw, const CallSlot& call, PeerOp& op, uint32_t peer) {
@@ -171,12 +209,25 @@ bool progress_send(Fw& fw, CallSlot& call, PeerOp& op) {
     // The first grant of a pre-granted transfer names the rid; later ones
     // (staged pieces) are matched by it.
     const bool first_pregrant = op.pregranted && op.rid == 0;
-    const uint32_t index =
-        first_pregrant ? find_pregrant(fw, op.ctx, op.peer) : find_grant(fw, op.ctx, op.peer, op.rid);
+    const uint32_t index = first_pregrant ? find_pregrant(fw, op.ctx, op.peer, call.collective_number)
+                                          : find_grant(fw, op.ctx, op.peer, op.rid);
     if (index == kNoIndex) return wait_on_peer(fw, call, op, op.peer);
     const abi::WireHeader grant = fw.st.arrivals[index].a.header;
     consume_arrival(fw, index);
-    if (first_pregrant) op.rid = grant.rid;
+    if (check_signature(fw, call, op, grant)) {
+      op.state = OpState::done;
+      return true;
+    }
+    if (first_pregrant) {
+      op.rid = grant.rid;
+      if (grant.reserved[kHdrWordKind] == kPreGrantAwaitReady) {
+        // The receiver stages this transfer and grants pieces only once we
+        // are known to be waiting for them (see progress_recv).
+        send_ready(fw, call, op);
+        if (op.error != 0) op.state = OpState::done;
+        continue;
+      }
+    }
     const uint32_t granted = grant.msg_bytes;
     const uint32_t offset = grant.reserved[0];
     if (granted == 0 || offset >= op.msg_bytes) {  // receiver takes no more (truncated receive)
@@ -196,6 +247,7 @@ bool progress_send(Fw& fw, CallSlot& call, PeerOp& op) {
     m.header.vaddr = grant.vaddr;
     m.header.host = grant.host;
     m.header.reserved[0] = offset;
+    m.header.seqn = take_outbound_seqn(fw, call.d.comm, op.peer);
     op.error |= fw.dp.move(m);
     fw.st.work_counter++;
     op.done_bytes = uint64_t{offset} + uint64_t{n} * web;
@@ -239,14 +291,17 @@ void receive_segment(Fw& fw, CallSlot& call, PeerOp& op, uint32_t index) {
   consume_arrival(fw, index);
 }
 
-void send_address(Fw& fw, CallSlot& call, PeerOp& op, uint64_t vaddr, bool host, uint32_t bytes) {
+// `kind`: 0 for a grant, kPreGrantMarker / kPreGrantAwaitReady for the first
+// message of a pre-granted transfer.
+void send_address(Fw& fw, CallSlot& call, PeerOp& op, uint64_t vaddr, bool host, uint32_t bytes, uint32_t kind) {
   Move m = network_move(call, op.src);
   m.header = make_header(fw, call, op, op.src, abi::kMsgRendezvousAddr);
   m.header.vaddr = vaddr;
   m.header.host = host ? 1 : 0;
   m.header.msg_bytes = bytes;
   m.header.reserved[0] = static_cast<uint32_t>(op.done_bytes);
-  if (op.pregranted && op.done_bytes == 0) m.header.reserved[1] = kPreGrantMarker;
+  m.header.reserved[kHdrWordKind] = kind;
+  m.header.seqn = take_outbound_seqn(fw, call.d.comm, op.src);
   m.header.flags = 0;
   op.error |= fw.dp.move(m);
   fw.st.work_counter++;
@@ -275,10 +330,20 @@ bool progress_recv(Fw& fw, CallSlot& call, PeerOp& op) {
       op.rid = take_rid(fw) | kReceiverRidBit;
       op.staged = needs_staging(op);
       op.state = OpState::grant;
+      if (op.staged) {
+        // Spare buffer 3 is shared by every staged receive. Holding it while
+        // the sender may still be busy elsewhere (an earlier round, or a
+        // collective on another communicator that waits for *our* spare 3)
+        // can deadlock; so announce the transfer now but take spare 3 and
+        // grant only after the sender's ready notice.
+        send_address(fw, call, op, 0, false, 0, kPreGrantAwaitReady);
+        op.state = OpState::wait_ready;
+        if (op.error != 0) return true;
+      }
     }
   }
   if (op.state == OpState::start) {
-    const uint32_t index = find_message(fw, op.ctx, call.d.comm, op.peer, op.tag);
+    const uint32_t index = find_message(fw, op.ctx, call.d.comm, op.peer, op.tag, call.collective_number);
     if (index == kNoIndex) return wait_on_peer(fw, call, op, op.peer);
     const ArrivalSlot& slot = fw.st.arrivals[index];
     if (slot.seq == SeqState::error) {
@@ -287,6 +352,10 @@ bool progress_recv(Fw& fw, CallSlot& call, PeerOp& op) {
       return true;
     }
     const abi::WireHeader& h = slot.a.header;
+    if (check_signature(fw, call, op, h)) {
+      consume_arrival(fw, index);
+      return true;
+    }
     op.src = h.src;
     op.msg_bytes = h.msg_bytes;
     op.wire_compressed = (h.flags & abi::kHdrCompressed) != 0;
@@ -317,7 +386,7 @@ bool progress_recv(Fw& fw, CallSlot& call, PeerOp& op) {
     } else if (op.state == OpState::grant) {
       const uint64_t limit = min_of<uint64_t>(op.msg_bytes, uint64_t{op.count} * web);
       if (op.done_bytes >= limit) {
-        if (op.truncated) send_address(fw, call, op, 0, false, 0);  // stop the sender
+        if (op.truncated) send_address(fw, call, op, 0, false, 0, 0);  // stop the sender
         op.state = OpState::done;
         break;
       }
@@ -325,6 +394,9 @@ bool progress_recv(Fw& fw, CallSlot& call, PeerOp& op) {
       Buf landing = buf_at(op.dst, op.done_bytes / web);
       if (op.staged) {
         // Spare 3 is shared by all staged receives: wait until it is free.
+        // This wait cannot deadlock: the holder's sender is known to wait
+        // for grants (its RTS or ready notice arrived), so the holder's piece
+        // completes without depending on anything else of ours.
         const uint64_t token = op_token(call, op);
         if (fw.st.spare3_owner != 0 && fw.st.spare3_owner != token) return false;
         fw.st.spare3_owner = token;
@@ -351,11 +423,21 @@ bool progress_recv(Fw& fw, CallSlot& call, PeerOp& op) {
       op.window = w;
       op.window_open = true;
       op.piece_bytes = piece;
-      send_address(fw, call, op, landing.addr, landing.host, static_cast<uint32_t>(piece));
+      const bool first_pregrant = op.pregranted && !op.staged && op.done_bytes == 0;
+      send_address(fw, call, op, landing.addr, landing.host, static_cast<uint32_t>(piece),
+                   first_pregrant ? kPreGrantMarker : 0);
       op.state = OpState::wait_done;
+    } else if (op.state == OpState::wait_ready) {
+      const uint32_t index = find_ready(fw, op.ctx, op.src, op.rid);
+      if (index == kNoIndex) return wait_on_peer(fw, call, op, op.src);
+      const bool mismatch = check_signature(fw, call, op, fw.st.arrivals[index].a.header);
+      consume_arrival(fw, index);
+      if (mismatch) return true;
+      op.state = OpState::grant;
     } else if (op.state == OpState::wait_done) {
       const uint32_t index = find_done(fw, op);
       if (index == kNoIndex) return wait_on_peer(fw, call, op, op.src);
+      check_signature(fw, call, op, fw.st.arrivals[index].a.header);  // the data message's header
       op.error |= fw.st.arrivals[index].a.status;
       consume_arrival(fw, index);
       fw.dp.close_window(op.window);
@@ -504,15 +586,81 @@ uint32_t fail_ops_waiting_on_link(Fw& fw, uint32_t ip, uint32_t port, uint32_t b
   return failed;
 }
 
-bool rid_awaited(Fw& fw, uint32_t ctx, uint32_t src, uint32_t rid, bool completion) {
+bool apply_abort_notice(Fw& fw, const Arrival& a) {
+  const abi::WireHeader& h = a.header;
+  const uint32_t number = h.reserved[kHdrWordCollective];
+  for (auto& call : fw.st.calls) {
+    if (!call.used || !call.collective || make_ctx(call.d.context_id, true) != h.ctx) continue;
+    if (call.collective_number != number) continue;
+    if (call.phase == CallPhase::start) return false;  // it takes the notice when it starts
+    call.status |= abi::kInvalidArgument;
+    fw.st.work_counter++;
+    if (fw.dp.log_enabled(kLogError)) {
+      LogLine line;
+      line.str("call ").dec(call.id).str(" scenario ").dec(call.d.scenario).str(" rank ").dec(call.d.local_rank)
+          .str(": rank ").dec(h.src).str(" reports that the ranks called this collective with different arguments");
+      log_line(fw, kLogError, line);
+    }
+    return true;
+  }
+  // No pending collective has that number: it has ended here already (drop
+  // the notice), or it is not issued yet (keep it).
+  for (const auto& c : fw.st.comms) {
+    if (c.used && make_ctx(c.context_id, true) == h.ctx) {
+      return static_cast<int32_t>(c.collectives_started - number) > 0;
+    }
+  }
+  return false;
+}
+
+void check_collective_arrival(Fw& fw, const Arrival& a) {
+  const abi::WireHeader& h = a.header;
+  for (auto& call : fw.st.calls) {
+    if (!call.used || !call.collective || call.phase == CallPhase::start) continue;
+    if (make_ctx(call.d.context_id, true) != h.ctx || call.collective_number != h.reserved[kHdrWordCollective]) continue;
+    if (call.signature == h.reserved[kHdrWordSignature]) return;
+    PeerOp probe{};
+    probe.ctx = h.ctx;
+    check_signature(fw, call, probe, h);  // logs, marks the call
+    call.status |= probe.error;
+    fw.st.work_counter++;
+    return;
+  }
+}
+
+void send_abort_notices(Fw& fw, CallSlot& call) {
+  PeerOp op{};
+  op.ctx = make_ctx(call.d.context_id, true);
+  op.tag = abi::kTagAny;
+  for (uint32_t peer = 0; peer < call.d.comm_size; ++peer) {
+    if (peer == call.d.local_rank || peer_link_status(fw, call.d.comm, call.d.comm_size, peer) != 0) continue;
+    Move m = network_move(call, peer);
+    m.header = make_header(fw, call, op, peer, abi::kMsgRendezvousAddr);
+    m.header.flags = 0;
+    m.header.reserved[kHdrWordKind] = kAbortNotice;
+    m.header.seqn = take_outbound_seqn(fw, call.d.comm, peer);
+    fw.dp.move(m);  // best effort: the peer times out if this one is lost
+  }
+  fw.st.work_counter++;
+}
+
+bool arrival_awaited(Fw& fw, const Arrival& a) {
+  const abi::WireHeader& h = a.header;
+  const bool completion = a.kind == ArrivalKind::rendezvous_done;
+  const bool ready = !completion && h.reserved[kHdrWordKind] == kReadyNotice;
   for (const auto& call : fw.st.calls) {
     if (!call.used) continue;
     for (uint32_t i = 0; i < call.nops; ++i) {
       const PeerOp& op = call.ops[i];
-      if (op.rid != rid || op.ctx != ctx) continue;
-      if (!completion && op.kind == OpKind::send && op.state == OpState::wait_grant && op.peer == src) return true;
+      if (op.rid != h.rid || op.ctx != h.ctx) continue;
       // Completions are matched by rid and ctx (and link) in find_done().
-      if (completion && op.kind == OpKind::recv && op.state == OpState::wait_done) return true;
+      if (completion) {
+        if (op.kind == OpKind::recv && op.state == OpState::wait_done) return true;
+      } else if (ready) {
+        if (op.kind == OpKind::recv && op.state == OpState::wait_ready && op.src == h.src) return true;
+      } else if (op.kind == OpKind::send && op.state == OpState::wait_grant && op.peer == h.src) {
+        return true;
+      }
     }
   }
   return false;

@@ -30,8 +30,32 @@ inline constexpr uint32_t kNoIndex = 0xFFFFFFFFu;
 // receiver for pre-granted ones (high bit set), so the two never collide in
 // the receiver's window table (keyed by peer, ctx, rid).
 inline constexpr uint32_t kReceiverRidBit = 0x80000000u;
-// reserved[1] of an address message that opens a pre-granted transfer (no RTS).
+// Header word reserved[1] of an address message (msg_type 2) says what it is:
+//  0                    a grant (answer to an RTS, or a later piece)
+//  kPreGrantMarker      first grant of a pre-granted transfer (no RTS)
+//  kPreGrantAwaitReady  first message of a pre-granted transfer the receiver
+//                       must stage: it grants nothing yet and waits for the
+//                       sender's ready notice before it takes spare buffer 3
+//  kReadyNotice         sender -> receiver: "my send is waiting for grants"
+//  kAbortNotice         (header only, to every other member) "collective
+//                       reserved[2] failed here because ranks called it with
+//                       different arguments": its members fail it at once
+//                       with INVALID_ARGUMENT instead of timing out
 inline constexpr uint32_t kPreGrantMarker = 1;
+inline constexpr uint32_t kPreGrantAwaitReady = 2;
+inline constexpr uint32_t kReadyNotice = 3;
+inline constexpr uint32_t kAbortNotice = 4;
+inline constexpr uint32_t kHdrWordKind = 1;
+// reserved[2] of a pre-grant: the receiver's collective number on the
+// communicator (see CommEntry::collectives_started), so a pre-grant left
+// over from an abandoned collective is never used by a later one.
+inline constexpr uint32_t kHdrWordCollective = 2;
+// reserved[3] of every collective message: the signature of the sender's
+// collective (kind, count, reduce function and data type, root, element sizes,
+// wire compression), nonzero. A receiver whose own collective has another
+// signature fails with INVALID_ARGUMENT: the ranks called it with different
+// arguments (see collective_signature()).
+inline constexpr uint32_t kHdrWordSignature = 3;
 
 // Where the data of one operand lives. Offsets are counted in elements of
 // this operand's own representation (compressed or not).
@@ -54,6 +78,7 @@ enum class OpState : uint8_t {
   eager_rest,  // recv, eager: first segment consumed, waiting for continuations
   grant,       // recv, rendezvous: next piece must be granted
   wait_done,   // recv, rendezvous: piece granted, waiting for rendezvous_done
+  wait_ready,  // recv, pre-granted and staged: waiting for the sender's ready notice
   done,
 };
 
@@ -151,6 +176,9 @@ struct CallSlot {
   Buf stage_out_from;  // RES_STREAM collectives: staged result to push at the end
   Buf stage_out_to;
   uint32_t stage_out_count;
+  uint32_t collective_number;  // collectives: index among the collectives started on this communicator
+  uint32_t signature;          // collectives: see kHdrWordSignature
+  bool signature_mismatch;     // a peer's message had another signature: notify all members
 };
 
 enum class SeqState : uint8_t { unchecked = 0, ok, error };
@@ -169,6 +197,10 @@ struct CommEntry {
   uint32_t offset;
   uint32_t context_id;
   uint32_t size;
+  // Collectives started on this communicator since it was registered. All
+  // members start the same collectives in the same order, so the k-th
+  // collective has number k on every rank (carried by pre-grants).
+  uint32_t collectives_started;
 };
 
 struct FailedLink {

@@ -343,9 +343,7 @@ struct MessageFault {
   std::string spec;
   TransportKind kind;
   // Eager only (no rendezvous): every message carries a sequence number.
-  // Needed for duplicates: rendezvous grants and data are not sequenced, and
-  // a duplicated one can today produce wrong data reported as success (see
-  // DISABLED_DuplicateRendezvousNeverWrongData below).
+  // (Duplicates with rendezvous: DuplicateRendezvousNeverWrongData below.)
   bool eager_only = false;
 };
 
@@ -397,12 +395,11 @@ INSTANTIATE_TEST_SUITE_P(
                       MessageFault{"inproc_reorder", "seed=6,reorder=0.2", TransportKind::inproc}),
     [](const ::testing::TestParamInfo<MessageFault>& i) { return i.param.name; });
 
-// KNOWN BUG (found by this suite, not fixed here: firmware/emu data plane):
-// with rendezvous, a duplicated grant or rendezvous data message on an
-// in-order link is not detected (they carry no sequence number), and an
-// allreduce can return wrong data as success, on tcp and inproc alike, in
-// most runs. Enable with --gtest_also_run_disabled_tests once fixed.
-TEST(FaultsInOrderKnownBug, DISABLED_DuplicateRendezvousNeverWrongData) {
+// With rendezvous, grants, pre-grants, ready notices and rendezvous data
+// take sequence numbers too, so a duplicated one is a sequence error (the
+// data plane also accepts one write per window), never a piece written twice.
+// (Found by this suite: before, an allreduce could return wrong data as success.)
+TEST(FaultsInOrderNamed, DuplicateRendezvousNeverWrongData) {
   for (auto kind : {TransportKind::inproc, TransportKind::tcp})
     run_in_order_case(MessageFault{"dup_rendezvous", "seed=5,dup=0.2", kind});
 }

@@ -10,6 +10,7 @@
 #include <functional>
 #include <numeric>
 #include <string>
+#include <thread>
 
 #include "fake_cclo.hpp"
 
@@ -203,6 +204,53 @@ TEST(FirmwareCollectiveOrder, CollectivesOnOneCommunicatorRunInIssueOrder) {
   }
 }
 
+// Spares 1 and 2 go to collectives in issue order. Both ranks issue C (bcast
+// from rank 1), A (reduce_scatter, spares 1/2) on one communicator and B
+// (reduce_scatter, spares 1/2) on another. Rank 1 issues its calls late, so on
+// rank 0 A waits behind C while B could already start: if B took the spares
+// there, rank 1 (where C ends at once and A takes the spares first) and rank 0
+// would each hold the spares for the collective the other one cannot start.
+TEST(FirmwareCollectiveOrder, SparesGoToCollectivesInIssueOrder) {
+  FabricOptions o;
+  o.timeout_us = 1'000'000;
+  FakeFabric f(2, o);
+  f.configure();
+  constexpr uint32_t kOther = 0x400;  // second communicator, same members, context 8
+  for (uint32_t r = 0; r < 2; ++r) {
+    for (uint32_t w = 0; w < abi::comm_record_words(2); ++w) f[r].set_xmem(kOther + 4 * w, f[r].xmem(kCommOffset + 4 * w));
+    f[r].set_xmem(kOther + 4 * abi::comm_context_word(2), kContextId + 1);
+  }
+  constexpr uint32_t n = 64;
+  constexpr uint64_t kSrcB = 0x400000, kDstB = 0x500000, kBcastBuf = 0x600000;
+  for (uint32_t r = 0; r < 2; ++r) {
+    f[r].write(kSrc, rank_data(r, 2 * n));
+    f[r].write(kSrcB, rank_data(r + 2, 2 * n));
+    f[r].write(kBcastBuf, rank_data(r, n));
+  }
+  auto issue = [&](uint32_t r) {
+    std::vector<uint64_t> ids;
+    ids.push_back(f[r].submit(CallBuilder(abi::kBcast).count(n).rank(1).addr(0, kBcastBuf).addr(2, kBcastBuf)));
+    ids.push_back(f[r].submit(CallBuilder(abi::kReduceScatter).count(n).addr(0, kSrc).addr(2, kDst)));
+    ids.push_back(f[r].submit(CallBuilder(abi::kReduceScatter).count(n).comm(kOther).addr(0, kSrcB).addr(2, kDstB)));
+    return ids;
+  };
+  const auto ids0 = issue(0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto ids1 = issue(1);
+  for (uint32_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(f[0].wait(ids0[k]), std::optional<uint32_t>(0)) << "rank 0 call " << k;
+    EXPECT_EQ(f[1].wait(ids1[k]), std::optional<uint32_t>(0)) << "rank 1 call " << k;
+  }
+  for (uint32_t r = 0; r < 2; ++r) {
+    const auto a = f[r].read<int32_t>(kDst, n);
+    const auto b = f[r].read<int32_t>(kDstB, n);
+    for (uint32_t i = 0; i < n; ++i) {
+      ASSERT_EQ(a[i], value(0, r * n + i) + value(1, r * n + i)) << i;
+      ASSERT_EQ(b[i], value(2, r * n + i) + value(3, r * n + i)) << i;
+    }
+  }
+}
+
 TEST(FirmwareCollectiveOrder, ConcurrentCollectivesOnTwoCommunicatorsShareSpares) {
   FakeFabric f(2);
   f.configure();
@@ -243,6 +291,39 @@ TEST(FirmwareCollectiveOrder, ConcurrentCollectivesOnTwoCommunicatorsShareSpares
   }
 }
 
+// A failed collective leaves pre-grants behind: here both ranks call a
+// rendezvous-sized bcast naming the *other* rank as root, so each only
+// receives and pre-grants the other, and nobody sends. The next collective
+// (an allreduce whose sends are pre-granted) must not use those stale
+// pre-grants (it would write into windows of the failed call and wait for
+// its own data until the timeout): pre-grants carry the collective's number.
+TEST(FirmwareCollectiveOrder, PreGrantsOfAFailedCollectiveAreNotUsedByTheNext) {
+  FabricOptions o;
+  o.timeout_us = 200'000;
+  FakeFabric f(2, o);
+  f.configure();
+  constexpr uint32_t n = 3000;  // 12000 bytes: rendezvous, pre-granted
+  std::vector<uint64_t> first;
+  for (uint32_t r = 0; r < 2; ++r) {
+    first.push_back(f[r].submit(CallBuilder(abi::kBcast).count(n).rank(1 - r).addr(0, kDst).addr(2, kDst)));
+  }
+  for (uint32_t r = 0; r < 2; ++r) {
+    const auto status = f[r].wait(first[r]);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_NE(*status, 0u) << "rank " << r << ": bcast with disagreeing roots reported success";
+  }
+  for (uint32_t r = 0; r < 2; ++r) f[r].write(kSrc, rank_data(r, n));
+  std::vector<uint64_t> second;
+  for (uint32_t r = 0; r < 2; ++r) {
+    second.push_back(f[r].submit(CallBuilder(abi::kAllreduce).count(n).addr(0, kSrc).addr(2, kDst)));
+  }
+  for (uint32_t r = 0; r < 2; ++r) EXPECT_EQ(f[r].wait(second[r]), std::optional<uint32_t>(0)) << "rank " << r;
+  for (uint32_t r = 0; r < 2; ++r) {
+    const auto got = f[r].read<int32_t>(kDst, n);
+    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], sum_over_ranks(2, i)) << r << " " << i;
+  }
+}
+
 TEST(FirmwareCollectiveOrder, CollectiveRendezvousIsGrantedByTheReceiver) {
   FakeFabric f(2);
   f.configure();
@@ -254,10 +335,12 @@ TEST(FirmwareCollectiveOrder, CollectiveRendezvousIsGrantedByTheReceiver) {
   }
   for (uint32_t r = 0; r < 2; ++r) EXPECT_EQ(f[r].wait(ids[r]), std::optional<uint32_t>(0));
   for (uint32_t r = 0; r < 2; ++r) {
-    // no RTS: no sequence numbers; one window per transfer, straight into the result
+    // No RTS: per transfer (reduce-scatter and allgather step) each rank
+    // sends one pre-grant and one data message, each with a sequence number;
+    // one window per transfer, straight into the result.
     const uint32_t peer_record = kCommOffset + 4 * (abi::kCommRanksWord + abi::kCommRankRecordWords * (1 - r));
-    EXPECT_EQ(f[r].xmem(peer_record + 4 * abi::kRankOutboundSeq), 0u);
-    EXPECT_EQ(f[r].xmem(peer_record + 4 * abi::kRankInboundSeq), 0u);
+    EXPECT_EQ(f[r].xmem(peer_record + 4 * abi::kRankOutboundSeq), 4u);
+    EXPECT_EQ(f[r].xmem(peer_record + 4 * abi::kRankInboundSeq), 4u);
     EXPECT_EQ(f[r].windows_opened_total(), 2u);
     EXPECT_EQ(f[r].windows_open(), 0u);
     const auto got = f[r].read<int32_t>(kDst, n);

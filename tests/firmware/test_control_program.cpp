@@ -187,7 +187,12 @@ TEST(FirmwareP2P, RendezvousHandshake) {
   EXPECT_EQ(f[1].read<int32_t>(kDst, 20000), data);
   EXPECT_EQ(f[1].windows_opened_total(), 1u);  // landed in place: one window
   EXPECT_EQ(f[1].windows_open(), 0u);
-  EXPECT_EQ(seq_word(f[0], 1, abi::kRankOutboundSeq), 1u);  // only the RTS takes a sequence number
+  // The RTS and the data message take sequence numbers, and so does the grant
+  // in the other direction (a duplicated one must be detectable).
+  EXPECT_EQ(seq_word(f[0], 1, abi::kRankOutboundSeq), 2u);
+  EXPECT_EQ(seq_word(f[1], 0, abi::kRankInboundSeq), 2u);
+  EXPECT_EQ(seq_word(f[1], 0, abi::kRankOutboundSeq), 1u);
+  EXPECT_EQ(seq_word(f[0], 1, abi::kRankInboundSeq), 1u);
 }
 
 TEST(FirmwareP2P, RendezvousIntoKernelStreamIsStagedInPieces) {

@@ -138,9 +138,38 @@ uint32_t tuning(Fw& fw, uint32_t offset, uint32_t fallback) {
   return v == 0 ? fallback : v;
 }
 
+// Everything about a collective that must be equal on all ranks for the
+// ranks to exchange the same messages, folded into one nonzero word
+// (FNV-1a): kind, count, root (rooted kinds), reduce function and its
+// arithmetic unit id, which also tells the data type (reducing kinds),
+// element sizes and wire compression. Per-rank properties (buffer addresses,
+// host/stream flags, the arith config's offset) stay out.
+uint32_t collective_signature(Fw& fw, const Decoded& d) {
+  const bool rooted = d.scenario == abi::kBcast || d.scenario == abi::kScatter || d.scenario == abi::kGather ||
+                      d.scenario == abi::kReduce;
+  const bool reducing = d.scenario == abi::kReduce || d.scenario == abi::kAllreduce ||
+                        d.scenario == abi::kReduceScatter;
+  const uint32_t words[] = {
+      d.scenario,
+      d.scenario == abi::kBarrier ? 0u : d.count,  // a barrier moves no data: its count means nothing
+      rooted ? d.root_src_dst : 0u,
+      reducing ? d.function : 0u,
+      reducing ? xread(fw, d.arcfg + 4 * (abi::kArithFunctionIds + d.function)) : 0u,
+      d.uncompressed_bytes,
+      d.compressed_bytes,
+      d.compression & abi::kEthCompressed,
+  };
+  uint32_t h = 2166136261u;
+  for (uint32_t w : words) {
+    for (uint32_t b = 0; b < 4; ++b) h = (h ^ ((w >> (8 * b)) & 0xFFu)) * 16777619u;
+  }
+  return h == 0 ? 1u : h;
+}
+
 void fill_args(Fw& fw, CallSlot& call) {
   CollArgs& a = call.args;
   const Decoded& d = call.d;
+  call.signature = collective_signature(fw, d);
   a.P = d.comm_size;
   a.rank = d.local_rank;
   a.root = d.root_src_dst;
@@ -229,9 +258,11 @@ void log_selection(Fw& fw, const CallSlot& call) {
   log_line(fw, kLogDebug, line);
 }
 
-StepResult start_collective(Fw& fw, CallSlot& call) {
+// Fills the arguments and selects the algorithm (both depend only on the
+// call words and exchange memory, so this can be repeated).
+void prepare(Fw& fw, CallSlot& call) {
   fill_args(fw, call);
-  if (call.args.P == 1) return run_single_rank(fw, call);
+  if (call.args.P == 1) return;
   const uint32_t src_elems = source_elems(call.d.scenario, call.args.count, call.args.P);
   SelectionInput in{};
   in.scenario = call.d.scenario;
@@ -239,21 +270,52 @@ StepResult start_collective(Fw& fw, CallSlot& call) {
   in.in_place = buf_overlap(call.args.src, call.args.dst, src_elems) ||
                 buf_overlap(call.args.dst, call.args.src, result_elems(call.d.scenario, call.args.count, call.args.P));
   call.algorithm = select_algorithm(in, call.args);
+}
+
+bool uses_spare_algorithm(const CallSlot& call) {
+  return algorithm_uses_spares(call.algorithm) && spare_elems(call.args) > 0;
+}
+
+// True if a collective issued before `call` has not started yet and will
+// take spares 1 and 2. Spares go to collectives in issue order: otherwise a
+// later collective could take them on one rank while an earlier one (waiting
+// behind another collective of its communicator) takes them first on another
+// rank, and each would wait for the one the other rank cannot start.
+bool earlier_collective_wants_spares(Fw& fw, const CallSlot& call) {
+  ControlProgramState& st = fw.st;
+  for (uint32_t i = 0; i < st.ncalls; ++i) {
+    CallSlot& other = st.calls[st.order[i]];
+    if (&other == &call || !other.collective || other.phase != CallPhase::start ||
+        other.issue_order >= call.issue_order) {
+      continue;
+    }
+    prepare(fw, other);  // recomputed when it starts
+    if (other.args.P == 1 || other.algorithm == kAlgoNone) continue;
+    if (needs_stream_staging(other) || uses_spare_algorithm(other)) return true;
+  }
+  return false;
+}
+
+StepResult start_collective(Fw& fw, CallSlot& call) {
+  prepare(fw, call);
+  if (call.args.P == 1) return run_single_rank(fw, call);
   if (call.algorithm == kAlgoNone) {
     call.status |= abi::kCollectiveNotImplemented;
     return StepResult::finished;
   }
   const bool staging = needs_stream_staging(call);
-  const bool spare_algorithm = algorithm_uses_spares(call.algorithm) && spare_elems(call.args) > 0;
+  const bool spare_algorithm = uses_spare_algorithm(call);
   if (staging && spare_algorithm) {
     call.status |= abi::kCollectiveNotImplemented;  // both would need spares 1 and 2
     return StepResult::finished;
   }
   if (staging || spare_algorithm) {
     // Spares 1 and 2 serve one collective at a time (collectives on other
-    // communicators may run concurrently): wait until they are free.
+    // communicators may run concurrently): wait until they are free and no
+    // earlier collective is still to take them.
     const uint64_t token = call_token(call);
     if (fw.st.spare12_owner != 0 && fw.st.spare12_owner != token) return StepResult::not_ready;
+    if (fw.st.spare12_owner != token && earlier_collective_wants_spares(fw, call)) return StepResult::not_ready;
     fw.st.spare12_owner = token;
   }
   log_selection(fw, call);
@@ -269,7 +331,25 @@ StepResult start_collective(Fw& fw, CallSlot& call) {
 
 StepResult step_collective(Fw& fw, CallSlot& call) {
   if (call.phase == CallPhase::start) {
+    // A member already found that the ranks called this collective with
+    // different arguments (its abort notice waited for us).
+    if (take_abort_notice(fw, make_ctx(call.d.context_id, true), call.collective_number)) {
+      call.status |= abi::kInvalidArgument;
+      return StepResult::finished;
+    }
     if (start_collective(fw, call) == StepResult::finished) return StepResult::finished;
+    // A member's message for this collective came before we started it.
+    if (arrived_with_other_signature(fw, make_ctx(call.d.context_id, true), call.collective_number,
+                                     call.signature)) {
+      call.status |= abi::kInvalidArgument;
+      call.signature_mismatch = true;
+    }
+  }
+  // Failed from outside: an abort notice of another member, or a message of
+  // this collective with another signature (check_collective_arrival).
+  if (call.status != 0) {
+    if (call.signature_mismatch) send_abort_notices(fw, call);
+    return StepResult::finished;
   }
   for (uint32_t rounds = 0; call.phase == CallPhase::running && rounds < kMaxRoundsPerStep; ++rounds) {
     if (!call.round_open) {
@@ -288,6 +368,9 @@ StepResult step_collective(Fw& fw, CallSlot& call) {
       if (!progress_op(fw, call, op)) all_done = false;
       if (op.error != 0) {
         call.status |= op.error;
+        // Tell the other members at once, so they fail by name instead of
+        // waiting for their timeout on messages that will not come.
+        if (call.signature_mismatch) send_abort_notices(fw, call);
         return StepResult::finished;
       }
     }
