@@ -195,7 +195,11 @@ CallId EmuDevice::start(const CallWords& call, std::span<const CallId> waitfor) 
 bool EmuDevice::test(CallId id) {
   if (calls_.test(id)) return true;
   if (program_ == nullptr) return false;
-  // Pollers (e.g. the PMPI layer's wait loop) make progress with each test.
+  // Pollers (e.g. the PMPI layer's wait loop) make progress with each test,
+  // but only while the firmware thread sleeps: an awake one is about to run
+  // the pass anyway, and competing with it for the firmware costs both a
+  // contended mutex (a futex wake per pass) during long transfers.
+  if (!doorbell_.sleeping()) return calls_.test(id);
   bool progressed = false;
   uint64_t seen = 0;
   if (run_passes(4, progressed, seen) && progressed) doorbell_.ring();  // not idle yet: hand over

@@ -112,6 +112,9 @@ class Wakeup {
   void stop();
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
 
+  // The firmware thread is blocked (not spinning, not running a pass).
+  bool sleeping() const { return sleepers_.load(std::memory_order_relaxed) > 0; }
+
   // A host thread starts / stops running firmware passes while it waits.
   // `seen`: the epoch read before the driver's last pass; `pending`: that
   // pass progressed or could not run (another thread held the firmware), so
