@@ -103,6 +103,9 @@ class CallRequest final : public Request {
  private:
   // Collects the result of a call the device reports complete (once).
   void finish();
+  // Finishes the completed, still queued calls this one waits for
+  // (transitively), deepest first, holding one request's lock at a time.
+  void finish_dependencies();
   void throw_if_failed() const;
 
   Params params_;

@@ -49,7 +49,36 @@ CallRequest::~CallRequest() {
   }
 }
 
+void CallRequest::finish_dependencies() {
+  std::vector<std::shared_ptr<CallRequest>> todo;
+  {
+    std::lock_guard lock(finish_mutex_);
+    if (state_.load(std::memory_order_relaxed) != State::queued || params_.dependencies.empty()) return;
+    todo = params_.dependencies;
+  }
+  std::vector<CallRequest*> visited;
+  std::vector<std::shared_ptr<CallRequest>> order;  // shallow first
+  while (!todo.empty()) {
+    std::shared_ptr<CallRequest> dep = std::move(todo.back());
+    todo.pop_back();
+    if (std::find(visited.begin(), visited.end(), dep.get()) != visited.end()) continue;
+    visited.push_back(dep.get());
+    if (dep->state() != State::queued || !dep->params_.context->device->test(dep->params_.id)) continue;
+    {
+      std::lock_guard lock(dep->finish_mutex_);
+      if (dep->state_.load(std::memory_order_relaxed) != State::queued) continue;
+      todo.insert(todo.end(), dep->params_.dependencies.begin(), dep->params_.dependencies.end());
+    }
+    order.push_back(std::move(dep));
+  }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) (*it)->finish();
+}
+
 void CallRequest::finish() {
+  // Without this, the loop below recursed through a long chain holding every
+  // link's lock at once (a 100-call chain: 100 mutexes, more than
+  // ThreadSanitizer can track; core-async LongNopChain under TSan).
+  finish_dependencies();
   std::lock_guard lock(finish_mutex_);
   if (state_.load(std::memory_order_relaxed) != State::queued) return;
   const CallResult result = params_.context->device->result(params_.id);

@@ -5,6 +5,10 @@
 // only once every call it waits for has completed (device-side chaining, so
 // the host never has to wake up between dependent calls). The firmware takes
 // ready calls in FIFO order with pop() and reports them with finish().
+//
+// No allocation per call once warmed up: entries come from a pool and are
+// found by id in a ring indexed by id (ids are consecutive), the ready queue
+// is an intrusive list.
 #pragma once
 
 #include "exchange_memory.hpp"
@@ -17,7 +21,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -32,13 +35,37 @@ class CallController {
   ~CallController();
 
   // --- driver side (Device interface semantics) ---
-  CallId start(const CallWords& call, std::span<const CallId> waitfor);
-  bool wait(CallId id, std::chrono::nanoseconds timeout);
+  // ring_doorbell = false: the caller runs the firmware itself right after
+  // (or rings the doorbell if it cannot), saving the firmware thread a wake-up.
+  CallId start(const CallWords& call, std::span<const CallId> waitfor, bool ring_doorbell = true);
+  // spin = false: block at once (the caller already spun or drove the firmware).
+  bool wait(CallId id, std::chrono::nanoseconds timeout, bool spin = true);
   bool test(CallId id);
   // Throws std::invalid_argument for unknown ids, std::logic_error while the
   // call is still running.
   CallResult result(CallId id);
   void release(CallId id);
+
+  // Lock-free completion check of one call for threads that poll (a host
+  // thread driving the firmware). Valid while the controller lives.
+  class Watch {
+   public:
+    bool done() const {
+      // An entry taken over by a later call means ours was released, which
+      // happens only after it completed.
+      return slot_id_->load(std::memory_order_acquire) != id_ || done_->load(std::memory_order_acquire);
+    }
+
+   private:
+    friend class CallController;
+    Watch(const std::atomic<CallId>* slot_id, const std::atomic<bool>* done, CallId id)
+        : slot_id_(slot_id), done_(done), id_(id) {}
+    const std::atomic<CallId>* slot_id_;
+    const std::atomic<bool>* done_;
+    CallId id_;
+  };
+  // Throws std::invalid_argument for ids never started.
+  Watch watch(CallId id);
 
   // --- firmware side ---
   bool pop(fw::Call& out);
@@ -54,20 +81,22 @@ class CallController {
 
  private:
   struct Entry {
-    CallId id = 0;
+    std::atomic<CallId> id{0};      // written under mutex_; read lock-free by Watch
     CallWords words;
     std::atomic<bool> done{false};
     CallResult result;
     unsigned pending = 0;           // unfinished calls this one waits for
-    std::vector<CallId> dependents; // calls waiting for this one
+    std::vector<CallId> dependents; // calls waiting for this one (capacity kept across reuse)
     bool released = false;          // released before completion: drop at finish
     bool started = false;           // handed to the firmware
+    Entry* next_ready = nullptr;    // ready queue link
   };
-  using EntryPtr = std::shared_ptr<Entry>;
 
-  EntryPtr find(CallId id);            // caller holds mutex_
+  Entry* find(CallId id);                // caller holds mutex_
+  Entry* acquire_entry(CallId id);       // caller holds mutex_; registers `id`
+  void retire(Entry& e);                 // caller holds mutex_; back to the pool
   void complete(Entry& e, uint32_t retcode, uint64_t duration_ns);  // caller holds mutex_
-  void make_ready(const EntryPtr& e);  // caller holds mutex_
+  void make_ready(Entry& e);             // caller holds mutex_
 
   ExchangeMemory& xmem_;
   Wakeup& doorbell_;
@@ -76,8 +105,20 @@ class CallController {
   std::mutex mutex_;
   std::condition_variable done_cv_;
   CallId next_id_ = 1;
-  std::unordered_map<CallId, EntryPtr> calls_;
-  std::deque<EntryPtr> ready_;
+  // Live entries by id: slots_[id & (size - 1)] for oldest_live_ <= id <
+  // next_id_ (nullptr once retired). The size is a power of two that grows
+  // when the live id span reaches it.
+  std::vector<Entry*> slots_;
+  CallId oldest_live_ = 1;
+  // Live entries older than the ring covers (a caller kept a few calls
+  // unreleased across many others): the ring stops growing at kMaxSlots and
+  // its oldest live entries move here instead.
+  static constexpr size_t kMaxSlots = size_t{1} << 16;
+  std::unordered_map<CallId, Entry*> far_;
+  std::vector<std::unique_ptr<Entry>> storage_;  // owns every entry ever made
+  std::vector<Entry*> free_;
+  Entry* ready_head_ = nullptr;
+  Entry* ready_tail_ = nullptr;
   std::atomic<size_t> ready_count_{0};
 };
 

@@ -51,7 +51,7 @@ void EmuDataPlane::update_thread_rank() {
     return;
   uint32_t size = xmem_.load(comm + 4 * abi::kCommSizeWord);
   uint32_t rank = xmem_.load(comm + 4 * abi::kCommLocalRankWord);
-  log::set_thread_rank(size > 0 && rank < size ? static_cast<int>(rank) : -1);
+  log_rank_.store(size > 0 && rank < size ? static_cast<int>(rank) : -1, std::memory_order_relaxed);
   rank_known_ = true;
 }
 
@@ -116,7 +116,7 @@ void EmuDataPlane::reset_datapath() {
     streams_.clear();
     links_.clear();
     rank_known_ = false;
-    log::set_thread_rank(-1);
+    log_rank_.store(-1, std::memory_order_relaxed);
   } catch (const std::exception& e) {
     ACCL_LOG_ERROR("emulated CCLO: reset_datapath failed: {}", e.what());
   }

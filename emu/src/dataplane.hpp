@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // The DataPlane the firmware runs on (firmware/include/accl_fw/dataplane.hpp),
-// implemented over the emulator's parts. Every method is called from the
-// firmware thread only (tests call them from one thread too) and never
-// throws: the firmware is built without exceptions.
+// implemented over the emulator's parts. Every method is called by the thread
+// that runs the control program, one thread at a time (EmuDevice's firmware
+// mutex; tests call them from one thread), and never throws: the firmware is
+// built without exceptions.
 #pragma once
 
 #include "call_controller.hpp"
@@ -51,6 +52,11 @@ class EmuDataPlane final : public fw::DataPlane {
   bool log_enabled(int level) override;
   void log(int level, const char* message) override;
 
+  // The CCLO's rank for log lines of the firmware thread (-1 until the
+  // driver configured a communicator). Passes also run on driver threads,
+  // whose own log rank stays theirs.
+  int log_rank() const { return log_rank_.load(std::memory_order_relaxed); }
+
   static constexpr uint32_t kHwId = 1 /* TCP stack */ | abi::kHwIdDma | abi::kHwIdArith | abi::kHwIdCompression |
                                     abi::kHwIdKernelStreams;
   static constexpr uint32_t kCapabilities = abi::kCapReduceMin | abi::kCapReduceProd | abi::kCapRendezvous |
@@ -69,6 +75,7 @@ class EmuDataPlane final : public fw::DataPlane {
   Wakeup& doorbell_;
   uint64_t seen_epoch_ = 0;  // doorbell epoch when idle() last returned
   bool rank_known_ = false;
+  std::atomic<int> log_rank_{-1};
 };
 
 }  // namespace accl::emu

@@ -10,6 +10,7 @@
 #include <accl_fw/control_program.hpp>
 #endif
 
+#include <algorithm>
 #include <new>
 #include <stdexcept>
 
@@ -34,7 +35,8 @@ EmuDevice::EmuDevice(const EmuOptions& options, const DeviceSettings& settings)
       transports_(start_transports(options)),
       links_(kind_, self_, sink_, transports_),
       mover_(xmem_, memory_, streams_, links_, settings.io_timeout),
-      dataplane_(xmem_, calls_, sink_, streams_, links_, mover_, doorbell_) {
+      dataplane_(xmem_, calls_, sink_, streams_, links_, mover_, doorbell_),
+      drive_spin_(settings.spin) {
   // A peer that broke its link to us is likely unreachable the other way too.
   sink_.set_link_failure_hook([this](const NetAddress& peer) { links_.forget(peer); });
   if (!settings.start_firmware) return;
@@ -42,8 +44,12 @@ EmuDevice::EmuDevice(const EmuOptions& options, const DeviceSettings& settings)
   const size_t align = std::max<size_t>(fw::ControlProgram::state_alignment(), alignof(std::max_align_t));
   firmware_state_ = ::operator new(fw::ControlProgram::state_bytes(), std::align_val_t(align));
   try {
+    program_ = new fw::ControlProgram(dataplane_, firmware_state_);
+    program_->power_on();  // before any thread may run a pass
     firmware_ = std::thread([this] { firmware_main(); });
   } catch (...) {
+    delete program_;
+    program_ = nullptr;
     ::operator delete(firmware_state_, std::align_val_t(align));
     firmware_state_ = nullptr;
     throw;
@@ -56,10 +62,15 @@ EmuDevice::EmuDevice(const EmuOptions& options, const DeviceSettings& settings)
 EmuDevice::~EmuDevice() {
   // 1. Stop the firmware thread: the doorbell wakes idle(), interrupting the
   //    kernel stream ends a blocked pull.
+  //    Driver threads see stop() before their next pass; taking the mutex
+  //    waits for a pass in progress.
   doorbell_.stop();
   streams_.interrupt();
   if (firmware_.joinable()) firmware_.join();
+  { std::lock_guard<std::mutex> drain(firmware_mutex_); }
 #if ACCL_EMU_HAVE_FIRMWARE
+  delete program_;
+  program_ = nullptr;
   if (firmware_state_ != nullptr) {
     const size_t align = std::max<size_t>(fw::ControlProgram::state_alignment(), alignof(std::max_align_t));
     ::operator delete(firmware_state_, std::align_val_t(align));
@@ -130,20 +141,134 @@ TransportSet EmuDevice::start_transports(const EmuOptions& options) {
 }
 
 void EmuDevice::firmware_main() {
-  log::set_thread_rank(-1);  // set by the data plane once the driver configured a communicator
+  log::set_thread_rank(-1);  // set from the data plane once the driver configured a communicator
 #if ACCL_EMU_HAVE_FIRMWARE
   try {
-    fw::ControlProgram program(dataplane_, firmware_state_);
+    int rank = -1;
     while (!doorbell_.stopped()) {
-      program.run();
-      // run() returns only on stop; if it comes back otherwise, power the
-      // control program up again rather than leaving the device dead.
-      if (!doorbell_.stopped()) ACCL_LOG_WARN("emulated CCLO: control program returned; restarting it");
+      fw::ControlProgram::PollResult pass{};
+      {
+        std::lock_guard<std::mutex> lock(firmware_mutex_);
+        pass = program_->poll();
+      }
+      if (int r = dataplane_.log_rank(); r != rank) log::set_thread_rank(rank = r);
+      if (!pass.progressed) dataplane_.idle(pass.next_deadline_ns);
     }
   } catch (const std::exception& e) {
     ACCL_LOG_ERROR("emulated CCLO: firmware thread failed: {}", e.what());
   }
 #endif
+}
+
+bool EmuDevice::run_passes(unsigned max_passes, bool& progressed, uint64_t& seen) {
+#if ACCL_EMU_HAVE_FIRMWARE
+  std::unique_lock<std::mutex> lock(firmware_mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || doorbell_.stopped()) return false;
+  for (unsigned i = 0; i < max_passes; ++i) {
+    seen = doorbell_.epoch();
+    progressed = program_->poll().progressed;
+    if (!progressed) break;
+  }
+  return true;
+#else
+  (void)max_passes;
+  (void)progressed;
+  (void)seen;
+  return false;
+#endif
+}
+
+CallId EmuDevice::start(const CallWords& call, std::span<const CallId> waitfor) {
+  if (program_ == nullptr) return calls_.start(call, waitfor);
+  const CallId id = calls_.start(call, waitfor, /*ring_doorbell=*/false);
+  // Run the call right here as far as it goes without a peer (a nop, an
+  // eager send or a local copy completes; a receive gets posted). Two passes:
+  // the second tells whether the first left anything to do. Only then does
+  // the firmware thread need a wake-up (or when another thread holds the
+  // firmware and might not see the new call before it stops).
+  bool progressed = false;
+  uint64_t seen = 0;
+  if (!run_passes(2, progressed, seen) || progressed) doorbell_.ring();
+  return id;
+}
+
+bool EmuDevice::test(CallId id) {
+  if (calls_.test(id)) return true;
+  if (program_ == nullptr) return false;
+  // Pollers (e.g. the PMPI layer's wait loop) make progress with each test,
+  // but only while the firmware thread sleeps: an awake one is about to run
+  // the pass anyway, and competing with it for the firmware costs both a
+  // contended mutex (a futex wake per pass) during long transfers.
+  if (!doorbell_.sleeping()) return calls_.test(id);
+  bool progressed = false;
+  uint64_t seen = 0;
+  if (run_passes(4, progressed, seen) && progressed) doorbell_.ring();  // not idle yet: hand over
+  return calls_.test(id);
+}
+
+bool EmuDevice::wait(CallId id, std::chrono::nanoseconds timeout) {
+  if (program_ == nullptr) return calls_.wait(id, timeout);
+  const CallController::Watch call = calls_.watch(id);
+  if (call.done()) return true;
+  // Clamp absurd timeouts (nanoseconds::max()) so the deadline cannot overflow.
+  const auto deadline = Wakeup::Clock::now() + std::clamp(timeout, std::chrono::nanoseconds(0),
+                                                          std::chrono::nanoseconds(std::chrono::hours(24 * 365)));
+  if (drive_until(call, deadline)) return true;
+  // Blocking from here on: the firmware thread runs the call.
+  const auto rest = std::max(std::chrono::nanoseconds(0),
+                             std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Wakeup::Clock::now()));
+  return calls_.wait(id, rest, /*spin=*/false);
+}
+
+bool EmuDevice::drive_until(const CallController::Watch& call, Wakeup::Clock::time_point deadline) {
+  // Spinning here pays while the call progresses or the peer answers within
+  // microseconds; with more runnable threads than cores it steals the core
+  // from the peer, so the budget adapts like every other spin (SpinBudget).
+  const auto budget = drive_spin_.next();
+  const auto begin = Wakeup::Clock::now();
+  const auto end = std::min(deadline, begin + budget);
+  doorbell_.enter_driving();
+  uint64_t seen = doorbell_.epoch();
+  bool pending = false;  // the last pass progressed: another one is due
+  bool done = false;
+  auto now = begin;
+  unsigned iterations = 0;
+  for (;;) {
+    bool progressed = false;
+    const bool ran = run_passes(1, progressed, seen);
+    if (ran) pending = progressed;
+    if (call.done()) {
+      done = true;
+      break;
+    }
+    if (ran && !progressed) {
+      // Idle: nothing changes until something rings or another thread
+      // completes the call.
+      while (doorbell_.epoch() == seen && !call.done() && now < end) {
+        cpu_relax();
+        if ((++iterations & 15) == 0) now = Wakeup::Clock::now();
+      }
+    } else if (!ran) {
+      // Another thread runs the firmware: let it finish its pass.
+      for (int i = 0; i < 32 && !call.done(); ++i) cpu_relax();
+      now = Wakeup::Clock::now();
+    } else if ((++iterations & 15) == 0) {
+      now = Wakeup::Clock::now();
+    }
+    if (now >= end) break;
+  }
+  // Leave the firmware quiescent if we can (usually one pass that finds
+  // nothing); otherwise the firmware thread takes over.
+  if (done && pending) {
+    bool progressed = false;
+    if (run_passes(1, progressed, seen)) pending = progressed;
+  }
+  doorbell_.leave_driving(seen, pending);
+  if (budget.count() > 0) {
+    if (done && (Wakeup::Clock::now() - begin) * 2 <= budget) drive_spin_.spin_succeeded();
+    else if (done || end < deadline) drive_spin_.spin_failed();
+  }
+  return done;
 }
 
 Endpoint EmuDevice::endpoint() const { return Endpoint{ipv4_to_string(self_.ip), self_.port}; }

@@ -3,12 +3,18 @@
 // One emulated CCLO: exchange memory, memory banks, call controller, data
 // plane, transports and the firmware thread, behind the Device interface.
 //
-// Threads: the driver's threads call the Device methods; one firmware thread
-// runs the control program (it alone pops calls, moves data and sends);
-// transport threads deliver incoming messages into the ReceiveSink. They meet
-// in the call controller (mutex + condvar), the sink (mutex), the kernel
-// stream (mutex + condvar) and the exchange memory (atomics); the firmware
-// thread sleeps on the Wakeup doorbell when it has nothing to do.
+// Threads: the driver's threads call the Device methods; the control program
+// (which pops calls, moves data and sends) runs on whichever thread holds
+// firmware_mutex_: the firmware thread, or a driver thread inside start(),
+// wait() or test() ("caller-driven progress": a host thread that waits for a
+// call runs the firmware passes itself instead of handing the call to the
+// firmware thread and being woken by it, two thread switches per call on
+// oversubscribed cores). The firmware thread remains for progress nobody
+// waits for (async calls, arrivals between calls). Transport threads deliver
+// incoming messages into the ReceiveSink. They meet in the call controller
+// (mutex + condvar), the sink (mutex), the kernel stream (mutex + condvar)
+// and the exchange memory (atomics); the firmware thread sleeps on the Wakeup
+// doorbell when it has nothing to do.
 #pragma once
 
 #include "call_controller.hpp"
@@ -26,7 +32,12 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <thread>
+
+namespace accl::fw {
+class ControlProgram;
+}
 
 namespace accl::emu {
 
@@ -50,11 +61,9 @@ class EmuDevice final : public Device {
   uint32_t read(uint32_t offset) override { return xmem_.read(offset); }
   void write(uint32_t offset, uint32_t value) override { xmem_.write(offset, value); }
 
-  CallId start(const CallWords& call, std::span<const CallId> waitfor) override {
-    return calls_.start(call, waitfor);
-  }
-  bool wait(CallId id, std::chrono::nanoseconds timeout) override { return calls_.wait(id, timeout); }
-  bool test(CallId id) override { return calls_.test(id); }
+  CallId start(const CallWords& call, std::span<const CallId> waitfor) override;
+  bool wait(CallId id, std::chrono::nanoseconds timeout) override;
+  bool test(CallId id) override;
   CallResult result(CallId id) override { return calls_.result(id); }
   void release(CallId id) override { calls_.release(id); }
 
@@ -88,6 +97,14 @@ class EmuDevice final : public Device {
   // Creates and starts the transports of `options.transport`; sets self_.
   TransportSet start_transports(const EmuOptions& options);
   void firmware_main();
+  // Runs up to `max_passes` firmware passes on this thread, stopping after
+  // one that made no progress. False (nothing run) if another thread holds
+  // the firmware. `progressed`: the last pass progressed; `seen`: the
+  // doorbell epoch read before it.
+  bool run_passes(unsigned max_passes, bool& progressed, uint64_t& seen);
+  // Drives the firmware until `call` is done, the adaptive spin budget runs
+  // out or `deadline` passes; hands over to the firmware thread when it stops.
+  bool drive_until(const CallController::Watch& call, Wakeup::Clock::time_point deadline);
 
   // Declaration order = construction order; destruction runs backwards and
   // ~EmuDevice() stops the threads that use these parts first.
@@ -104,6 +121,9 @@ class EmuDevice final : public Device {
   Mover mover_;
   EmuDataPlane dataplane_;
   void* firmware_state_ = nullptr;
+  fw::ControlProgram* program_ = nullptr;  // owned; null without firmware (tests that play it)
+  std::mutex firmware_mutex_;                    // the control program runs on one thread at a time
+  SpinBudget drive_spin_;
   std::thread firmware_;
 };
 

@@ -8,7 +8,10 @@ void Wakeup::ring() {
   // A sleeper registers (sleepers_++) under the mutex before it re-checks the
   // epoch. The seq_cst load here pairs with that: either we see the sleeper
   // and notify under the mutex, or the sleeper sees our epoch increment.
-  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+  // With a driver active the sleeper would not wake for it anyway: the
+  // driver sees the new epoch and, if it stops, hands over in
+  // leave_driving() (drivers_-- then epoch load, the mirror of ours).
+  if (sleepers_.load(std::memory_order_seq_cst) > 0 && drivers_.load(std::memory_order_seq_cst) == 0) {
     std::lock_guard<std::mutex> lock(mutex_);
     cv_.notify_all();
   }
@@ -21,9 +24,15 @@ void Wakeup::stop() {
   cv_.notify_all();
 }
 
+void Wakeup::leave_driving(uint64_t seen, bool pending) {
+  drivers_.fetch_sub(1, std::memory_order_seq_cst);
+  if (pending || epoch_.load(std::memory_order_seq_cst) != seen) ring();
+}
+
 uint64_t Wakeup::wait(uint64_t seen, Clock::time_point deadline) {
-  // seq_cst: Dekker-style pairing with ring() (epoch store, then sleepers load).
-  auto changed = [&] { return epoch_.load(std::memory_order_seq_cst) != seen || stopped(); };
+  // seq_cst: Dekker-style pairing with ring() (epoch store, then sleepers and
+  // drivers load) and leave_driving() (drivers store, then epoch load).
+  auto changed = [&] { return firmware_should_wake(seen); };
   // Spin phase: a reply from a peer often arrives within microseconds.
   if (spin_until(spin_, deadline, changed)) return epoch();
   if (Clock::now() >= deadline) return epoch();

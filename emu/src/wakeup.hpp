@@ -9,6 +9,13 @@
 // idle() turning into a busy loop: idle() returns when something happened
 // since the previous idle() returned. Waiters spin briefly first (cheap
 // hand-offs between ranks), then block, because 4+ ranks often share 2 cores.
+//
+// Host threads that wait for a call run firmware passes themselves
+// ("drivers", see EmuDevice::drive_until). While one drives, the firmware
+// thread need not wake for each ring (that wake-up is the hand-off the driver
+// saves), so ring() skips it and the firmware's wait ignores the epoch. A
+// driver that stops hands over with leave_driving(): it rings if anything
+// may have happened that its passes did not take care of.
 #pragma once
 
 #include <algorithm>
@@ -105,11 +112,27 @@ class Wakeup {
   void stop();
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
 
+  // The firmware thread is blocked (not spinning, not running a pass).
+  bool sleeping() const { return sleepers_.load(std::memory_order_relaxed) > 0; }
+
+  // A host thread starts / stops running firmware passes while it waits.
+  // `seen`: the epoch read before the driver's last pass; `pending`: that
+  // pass progressed or could not run (another thread held the firmware), so
+  // another pass is due. Either, or a ring since `seen`, wakes the firmware.
+  void enter_driving() { drivers_.fetch_add(1, std::memory_order_seq_cst); }
+  void leave_driving(uint64_t seen, bool pending);
+
  private:
+  bool firmware_should_wake(uint64_t seen) const {
+    return stopped() ||
+           (epoch_.load(std::memory_order_seq_cst) != seen && drivers_.load(std::memory_order_seq_cst) == 0);
+  }
+
   SpinBudget spin_;
   std::atomic<uint64_t> epoch_{0};
   std::atomic<bool> stopped_{false};
   std::atomic<int> sleepers_{0};  // lets ring() skip the mutex when nobody sleeps
+  std::atomic<int> drivers_{0};   // host threads running firmware passes right now
   std::mutex mutex_;
   std::condition_variable cv_;
 };

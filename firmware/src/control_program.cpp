@@ -309,25 +309,32 @@ uint64_t expire_calls(Fw& fw) {
   return nearest;
 }
 
+// One pass: take new calls, take arrivals, advance every pending call once,
+// end expired calls. Never waits (see ControlProgram::poll()).
+ControlProgram::PollResult one_pass(Fw& fw) {
+  const uint64_t work_before = fw.st.work_counter;
+  Call call;
+  while (fw.st.ncalls < kMaxCalls && fw.dp.pop_call(call)) start_call(fw, call);
+  Arrival arrival;
+  while (!arrivals_full(fw) && fw.dp.pop_arrival(arrival)) ingest_arrival(fw, arrival);
+  if (arrivals_full(fw) != fw.st.arrivals_full_reported) {
+    // Full: further arrivals stay queued in the data plane until receives
+    // consume some; if none can, calls end at their deadline.
+    fw.st.arrivals_full_reported = arrivals_full(fw);
+    if (fw.st.arrivals_full_reported) {
+      log_line(fw, kLogWarn, LogLine().str("arrival table full (").dec(kMaxArrivals).str(" unmatched arrivals)"));
+    }
+  }
+  step_all(fw);
+  const uint64_t nearest_deadline = expire_calls(fw);
+  return ControlProgram::PollResult{fw.st.work_counter != work_before, nearest_deadline};
+}
+
 void run_loop(Fw& fw) {
   power_on(fw);
   while (!fw.dp.stop_requested()) {
-    const uint64_t work_before = fw.st.work_counter;
-    Call call;
-    while (fw.st.ncalls < kMaxCalls && fw.dp.pop_call(call)) start_call(fw, call);
-    Arrival arrival;
-    while (!arrivals_full(fw) && fw.dp.pop_arrival(arrival)) ingest_arrival(fw, arrival);
-    if (arrivals_full(fw) != fw.st.arrivals_full_reported) {
-      // Full: further arrivals stay queued in the data plane until receives
-      // consume some; if none can, calls end at their deadline.
-      fw.st.arrivals_full_reported = arrivals_full(fw);
-      if (fw.st.arrivals_full_reported) {
-        log_line(fw, kLogWarn, LogLine().str("arrival table full (").dec(kMaxArrivals).str(" unmatched arrivals)"));
-      }
-    }
-    step_all(fw);
-    const uint64_t nearest_deadline = expire_calls(fw);
-    if (fw.st.work_counter == work_before) fw.dp.idle(nearest_deadline);
+    const ControlProgram::PollResult pass = one_pass(fw);
+    if (!pass.progressed) fw.dp.idle(pass.next_deadline_ns);
   }
 }
 
@@ -345,6 +352,16 @@ unsigned long ControlProgram::state_alignment() { return alignof(ControlProgramS
 void ControlProgram::run() {
   impl::Fw fw{dp_, *state_};
   impl::run_loop(fw);
+}
+
+void ControlProgram::power_on() {
+  impl::Fw fw{dp_, *state_};
+  impl::power_on(fw);
+}
+
+ControlProgram::PollResult ControlProgram::poll() {
+  impl::Fw fw{dp_, *state_};
+  return impl::one_pass(fw);
 }
 
 }  // namespace accl::fw

@@ -19,6 +19,17 @@ namespace accl::emu::test {
 
 using namespace std::chrono_literals;
 
+// Counts the heap allocations of the constructing thread during its lifetime
+// (test_emu replaces the global operator new, alloc_counter.cpp).
+class AllocationCounter {
+ public:
+  AllocationCounter();
+  ~AllocationCounter();
+  AllocationCounter(const AllocationCounter&) = delete;
+  AllocationCounter& operator=(const AllocationCounter&) = delete;
+  uint64_t count() const;
+};
+
 inline DeviceSettings settings(bool firmware = false) {
   DeviceSettings s;
   s.start_firmware = firmware;
