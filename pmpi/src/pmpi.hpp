@@ -180,7 +180,8 @@ struct CommState {
   RequestPtr pull;                       // outstanding envelope receive
   std::unique_ptr<Envelope> pull_env;    // where it lands
   std::shared_ptr<BaseBuffer> pull_buf;
-  int demand = 0;                        // posted receives + probes in progress
+  int demand = 0;                        // posted receives + probes + sends awaiting a reply
+  std::vector<ShadowReq*> awaiting;      // sends waiting for the receiver's reply envelope
   bool in_active_list = false;
   // all-states list for teardown
   CommState* prev_all = nullptr;
@@ -264,10 +265,18 @@ struct ShadowReq {
   PostCopy post;
   // send: the outgoing envelope; recv/message: the matched one
   Envelope env{};
-  uint32_t aux[4] = {0, 0, 0, 0};  // synchronous-send ack word
-  // Wrappers of env/aux: tied to the pool slot, created once, reused.
+  // recv: the reply (clear-to-send / synchronous ack) sent back to the sender
+  Envelope ctl{};
+  // Wrappers of env/ctl: tied to the pool slot, created once, reused.
   std::shared_ptr<BaseBuffer> env_buf;
-  std::shared_ptr<BaseBuffer> aux_buf;
+  std::shared_ptr<BaseBuffer> ctl_buf;
+  // Point-to-point device calls go through the layer's slot budget (p2p.cpp):
+  // budget class of each r[i] while it is on the device, operations still
+  // queued on the host, and whether a send waits for the receiver's reply.
+  uint8_t r_class[3] = {0, 0, 0};
+  uint8_t queued_ops = 0;
+  bool awaiting_reply = false;
+  BaseBuffer* payload_buf = nullptr;  // held wrapper of the payload (re-posted receives)
   // self messages (message kind / matched recv)
   std::vector<unsigned char> self_data;
   ShadowReq* self_sync = nullptr;
@@ -302,6 +311,7 @@ void flight_remove(ShadowReq* r);  // mu held
 void p2p_start_send(ShadowReq* r);  // mu held
 void p2p_start_recv(ShadowReq* r);  // mu held
 bool p2p_cancel(ShadowReq* r);      // mu held; true when the receive was cancelled
+void p2p_forget(ShadowReq* r);      // mu held; drops r's queued device work and slot budget (before freeing)
 // Fills *status from a finished request, frees it unless persistent, and
 // reports its error through the comm's error handler (no lock held).
 int request_finish(ShadowReq* r, MPI_Status* status);
