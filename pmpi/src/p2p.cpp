@@ -11,10 +11,14 @@
 //
 // Protocol on the comm's ACCL communicator (its p2p context, so collectives
 // never mix with it):
-//   * envelope: a fixed 256-byte message with device tag kEnvTag carrying
-//     source, MPI tag, size, a per-(sender, receiver) sequence number and up
-//     to 224 bytes of inline data (the whole message when small, else the
-//     0..3 trailing bytes that are not a whole device word);
+//   * envelope: one message with device tag kEnvTag: a 32-byte header
+//     (source, MPI tag, size, a per-(sender, receiver) sequence number) plus
+//     inline data: the whole message when it fits (up to 4064 bytes, less
+//     with an eager size below 4 KiB), else the 0..3 trailing bytes that are
+//     not a whole device word. A small message is thus a single device
+//     message and a single receive on each side (a separate payload would
+//     add a second device call on the receiver's critical path, after the
+//     host matched the envelope: that doubled the latency);
 //   * payload: the rest, as int32 words with device tag = sequence number,
 //     so the receiver asks for exactly the right message and size. Payloads
 //     up to the eager size follow the envelope at once, and so do the first
@@ -63,6 +67,7 @@
 #include <accl/log.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -77,8 +82,20 @@ constexpr uint32_t kFlagRndv = 2;   // payload waits for the receiver's reply
 constexpr uint32_t kFlagReply = 4;  // receiver -> sender: matched (seq = the message's)
 constexpr uint32_t kEnvTag = 0x7FFFFFF0u;
 constexpr uint32_t kSeqLimit = 0x7FFFFFF0u;  // sequence numbers stay below kEnvTag
-constexpr size_t kInline = sizeof(Envelope::data);
-constexpr unsigned kEnvWords = sizeof(Envelope) / 4;
+constexpr size_t kHeaderBytes = offsetof(Envelope, data);
+constexpr unsigned kEnvWords = sizeof(Envelope) / 4;  // receive size of envelope pulls
+static_assert(kHeaderBytes % 4 == 0, "the envelope header is whole device words");
+
+// Largest message sent inside its envelope: the envelope must stay an eager
+// message (a rendezvous envelope would wait for the receiver's host).
+uint64_t inline_limit() {
+  const size_t eager = state().s.max_eager_size;
+  return eager <= kHeaderBytes ? 0 : std::min<uint64_t>(sizeof(Envelope::data), eager - kHeaderBytes);
+}
+
+unsigned envelope_words(const Envelope& e) {
+  return static_cast<unsigned>((kHeaderBytes + e.inline_bytes + 3) / 4);
+}
 constexpr int kMaxDetached = 1024;
 
 int g_detached = 0;                  // detached blocking sends in flight
@@ -189,16 +206,18 @@ void complete_now(ShadowReq* r) {
 // device): tell the sender.
 void queue_reply(ShadowReq* r) {
   Envelope& c = r->ctl;
-  c = Envelope{};
-  c.magic = kMagic;
+  c.magic = kMagic;  // header only: a reply carries no data
   c.flags = kFlagReply;
   c.src = r->cs->rank;
+  c.tag = 0;
   c.seq = r->env.seq;
+  c.inline_bytes = 0;
+  c.bytes = 0;
   const unsigned to = static_cast<unsigned>(r->env.src);
   const communicatorId id = r->cs->id;
   BaseBuffer* b = &ctl_buffer(r);
   queue_op(r, 1, kLocal, false,
-           [b, to, id] { return state().accl->send(*b, kEnvWords, to, kEnvTag, id, false, dataType::none, true); });
+           [b, to, id] { return state().accl->send(*b, kHeaderBytes / 4, to, kEnvTag, id, false, dataType::none, true); });
 }
 
 void queue_payload_recv(ShadowReq* r, bool reply_after) {
@@ -577,7 +596,7 @@ void p2p_start_send(ShadowReq* r) {
   e.seq = seq;
   seq = next_seq(seq);
   uint64_t payload = 0;
-  if (bytes <= kInline) {
+  if (bytes <= inline_limit()) {
     e.inline_bytes = static_cast<uint32_t>(bytes);
     if (bytes) std::memcpy(e.data, src, bytes);
   } else {
@@ -600,8 +619,10 @@ void p2p_start_send(ShadowReq* r) {
   const unsigned peer = static_cast<unsigned>(r->peer);
   const communicatorId id = cs->id;
   BaseBuffer* env = &env_buffer(r);
-  queue_op(r, 0, kLocal, false,
-           [env, peer, id] { return state().accl->send(*env, kEnvWords, peer, kEnvTag, id, false, dataType::none, true); });
+  const unsigned env_words = envelope_words(e);
+  queue_op(r, 0, kLocal, false, [env, env_words, peer, id] {
+    return state().accl->send(*env, env_words, peer, kEnvTag, id, false, dataType::none, true);
+  });
   if (payload != 0) {
     BaseBuffer* b = &r->held.wrap(src, payload / 4, dataType::int32);
     r->payload_buf = b;
@@ -775,7 +796,7 @@ int send_blocking(Call call, const void* buf, int count, MPI_Datatype type, int 
     const uint64_t bytes = bytes_of(count, type);
     bool detach = false;
     if (mode != SendMode::sync && g_detached < kMaxDetached) {
-      if (bytes <= kInline || dest == cs->rank) {
+      if (bytes <= inline_limit() || dest == cs->rank) {
         detach = true;  // everything travels inside the envelope (or is copied)
       } else if (bytes - bytes % 4 > st.s.max_eager_size || !type_info(type).contiguous) {
         // Rendezvous needs the receiver's host to match the envelope first:

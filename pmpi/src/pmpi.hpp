@@ -136,19 +136,22 @@ ReductionType reduction_type(const TypeInfo& info, MPI_Op op);
 // ---------------------------------------------------------------------------
 struct ShadowReq;
 
-// Envelope of one offloaded point-to-point message (p2p.cpp). Fixed size:
-// the receiver pulls envelopes with receives of exactly this size.
+// Envelope of one offloaded point-to-point message (p2p.cpp): a 32-byte
+// header plus the message itself when it is small. The receiver pulls
+// envelopes with receives of the largest size; a shorter message is fine.
 struct Envelope {
   uint32_t magic;
   uint32_t flags;
   int32_t src;
   int32_t tag;
-  uint32_t seq;           // device tag of the payload (and of the sync ack)
+  uint32_t seq;           // device tag of the payload (and of the reply)
   uint32_t inline_bytes;  // bytes carried in data[]
   uint64_t bytes;         // whole message size in bytes
-  unsigned char data[224];
+  // Only the header and inline_bytes of data travel (one device message);
+  // receives take up to the whole struct.
+  unsigned char data[4064];
 };
-static_assert(sizeof(Envelope) == 256, "envelope is 64 device words");
+static_assert(sizeof(Envelope) == 4096, "envelope receives are 1024 device words");
 
 struct UnexpectedMsg {
   Envelope env;

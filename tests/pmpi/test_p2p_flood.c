@@ -85,9 +85,12 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   t_rank = rank;
   const int depth = argc > 1 ? atoi(argv[1]) : 256;
-  /* 8 and 200: inside the envelope; 300: envelope + eager payload; 20000 and
-   * 32768: rendezvous payloads (above the default 16 KiB eager size). */
-  const size_t sizes[] = {8, 200, 300, 20000, 32768};
+  /* Default settings: up to 4064 bytes travel inside the envelope, 4065
+   * needs a payload (4064 words + 1 inline byte), 20000 and 32768 are
+   * rendezvous payloads (above the 16 KiB eager size). With a smaller eager
+   * size (ACCL_MAX_EAGER_SIZE=1024: inline up to 992 bytes) the same sizes
+   * hit the other side of each boundary. */
+  const size_t sizes[] = {8, 300, 993, 4064, 4065, 20000, 32768};
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; ++s) {
     flood(sizes[s], depth, 1, 0);
     flood(sizes[s], depth, 0, 0);
