@@ -77,6 +77,8 @@ bool reason_benign(Reason r);
 // Settings (read once in MPI_Init; never on the per-call path)
 // ---------------------------------------------------------------------------
 enum class FallbackMode : uint8_t { silent, warn, error };
+// Device timeout of offloaded calls unless ACCL_PMPI_TIMEOUT_MS / ACCL_TIMEOUT_MS say otherwise.
+constexpr int64_t kDefaultPmpiTimeoutMs = 300000;
 
 struct Settings {
   bool offload = true;
@@ -94,6 +96,7 @@ struct Settings {
   size_t max_rendezvous_size = 4 << 20;
   size_t staging_limit = 64 << 20;
   size_t buffer_cache = 64;
+  int64_t timeout_ms = kDefaultPmpiTimeoutMs;  // device timeout of offloaded calls
 };
 
 // ---------------------------------------------------------------------------

@@ -49,6 +49,7 @@ def main():
     env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
     env.setdefault("OMPI_MCA_hwloc_base_binding_policy", "none")
     env["ACCL_TIMEOUT_MS"] = str(a.timeout_ms)
+    env["ACCL_PMPI_TIMEOUT_MS"] = str(a.timeout_ms)
     env["ACCL_EMU_TRANSPORT"] = a.transport
     # A loaded 2-core machine delays wake-ups and process start; the bound
     # still catches a wait that ignores the device timeout.
