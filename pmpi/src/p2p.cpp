@@ -249,6 +249,9 @@ void pump_ops() {
         std::string text;
         const int code = error_code_from_current_exception(r->call, &text);
         fail_request(r, code, text);
+        // The sender waits for the reply: send it anyway, so it ends with an
+        // error (its payload finds no receive) instead of waiting forever.
+        if (op.reply_after) queue_reply(r);
       }
     }
   }
@@ -487,10 +490,14 @@ void progress_request(ShadowReq* r) {
     } catch (...) {
       release_slot(r, i);
       dev.reset();
-      // A payload receive, like an envelope pull, may wait for a sender that
-      // is busy outside MPI for longer than the device timeout (its payload
-      // send is only issued from inside the layer): post it again.
-      if (r->kind == ReqKind::recv && i == 0 && r->error == MPI_SUCCESS && current_is_plain_timeout()) {
+      // An eager payload receive, like an envelope pull, may wait for a
+      // sender that is busy outside MPI for longer than the device timeout
+      // (its payload send may still be queued in the layer): post it again.
+      // Not a rendezvous one: it may have timed out after granting, and the
+      // data it granted would be lost to a new receive, which would then
+      // wait forever.
+      if (r->kind == ReqKind::recv && i == 0 && r->error == MPI_SUCCESS &&
+          r->env.bytes - r->env.inline_bytes <= state().s.max_eager_size && current_is_plain_timeout()) {
         queue_payload_recv(r, false);
         pending = true;
         continue;

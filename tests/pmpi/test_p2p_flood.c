@@ -13,10 +13,16 @@
  * the newest message of each peer first (non-FIFO matching).
  *
  *   test_p2p_flood [depth]     default 256 messages per peer and direction
+ *   test_p2p_flood away MS     rank 0 starts 64 eager-size Isends to rank 1
+ *                              (more than the layer issues to the device at
+ *                              once), then stays away from MPI for MS ms (run
+ *                              with a device timeout well below MS): rank 1's
+ *                              receives must wait, not fail
  */
 #include "common.h"
 
 #include <stdint.h>
+#include <unistd.h>
 
 static int rank, size;
 static char ctx[200];
@@ -61,7 +67,8 @@ static void flood(size_t bytes, int depth, int recv_first, int reverse_tags) {
     }
   }
   CHECK(posted == 2 * n, "posted %d requests, want %d", posted, 2 * n);
-  CHECK_RC(MPI_Waitall(2 * n, reqs, sts));
+  const int rc = MPI_Waitall(2 * n, reqs, sts);
+  CHECK_RC(rc);
   int bad = 0, bad_status = 0;
   for (int p = 0, pi = 0; p < size; ++p) {
     if (p == rank) continue;
@@ -79,11 +86,52 @@ static void flood(size_t bytes, int depth, int recv_first, int reverse_tags) {
   free(out), free(in), free(reqs), free(sts);
 }
 
+/* Envelopes and payloads beyond the layer's device budget stay queued on
+ * the sender's host until it is back in MPI. Message 0 fits in its envelope
+ * (one device send), the others need a payload (two), so the budget ends
+ * between an envelope and its payload: the receiver matches that envelope
+ * and its payload receive waits for the absent sender. */
+static void sender_away(int away_ms) {
+  t_context = "sender away";
+  enum { kMsgs = 64, kBytes = 8192 };
+  unsigned char* data = malloc((size_t)kMsgs * kBytes);
+  MPI_Request reqs[kMsgs];
+  int n = 0;
+  if (rank == 0) {
+    for (int m = 0; m < kMsgs; ++m) {
+      for (size_t i = 0; i < kBytes; ++i) data[(size_t)m * kBytes + i] = pattern(0, 1, m, i);
+      const int rc = MPI_Isend(data + (size_t)m * kBytes, m == 0 ? 8 : kBytes, MPI_BYTE, 1, m, MPI_COMM_WORLD, &reqs[n++]);
+      CHECK_RC(rc);
+    }
+    usleep((useconds_t)away_ms * 1000); /* computing, not in MPI */
+  } else if (rank == 1) {
+    for (int m = 0; m < kMsgs; ++m) {
+      const int rc = MPI_Irecv(data + (size_t)m * kBytes, m == 0 ? 8 : kBytes, MPI_BYTE, 0, m, MPI_COMM_WORLD, &reqs[n++]);
+      CHECK_RC(rc);
+    }
+  }
+  const int rc = MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
+  CHECK_RC(rc);
+  if (rank == 1) {
+    int bad = 0;
+    for (int m = 0; m < kMsgs; ++m)
+      for (size_t i = 0; i < (m == 0 ? 8u : (size_t)kBytes); ++i)
+        bad += data[(size_t)m * kBytes + i] != pattern(0, 1, m, i);
+    CHECK(bad == 0, "%d wrong bytes", bad);
+  }
+  free(data);
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   t_rank = rank;
+  if (argc > 2 && strcmp(argv[1], "away") == 0) {
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    sender_away(atoi(argv[2]));
+    return finish("test_p2p_flood away");
+  }
   const int depth = argc > 1 ? atoi(argv[1]) : 256;
   /* Default settings: up to 4064 bytes travel inside the envelope, 4065
    * needs a payload (4064 words + 1 inline byte), 20000 and 32768 are
