@@ -42,6 +42,7 @@ const std::vector<Setting>& settings() {
       {"ACCL_MIN_BYTES", "0", "PMPI: calls moving fewer bytes run natively (per call: ACCL_<CALL>_MIN_BYTES)"},
       {"ACCL_MAX_BYTES", "0", "PMPI: calls moving more bytes run natively; 0 = no limit (per call: ACCL_<CALL>_MAX_BYTES)"},
       {"ACCL_P2P_STAGING_BYTES", "67108864", "PMPI: bytes of large blocking-send payloads copied aside so MPI_Send returns before the receiver matches; beyond it MPI_Send waits"},
+      {"ACCL_PMPI_TIMEOUT_MS", "", "PMPI: device timeout of offloaded MPI calls; empty = ACCL_TIMEOUT_MS if that is set, else 300000 (MPI ranks may enter a collective minutes apart)"},
       {"ACCL_BUFFER_CACHE", "64", "PMPI: ACCL wrappers of user buffers kept for reuse (no per-call allocation); 0 = wrap every call"},
   };
   return table;

@@ -133,6 +133,15 @@ void read_settings(Settings& s) {
   s.max_rendezvous_size = static_cast<size_t>(config::get_int("ACCL_MAX_RENDEZVOUS_SIZE"));
   s.staging_limit = static_cast<size_t>(std::max<int64_t>(0, config::get_int("ACCL_P2P_STAGING_BYTES")));
   s.buffer_cache = static_cast<size_t>(std::max<int64_t>(0, config::get_int("ACCL_BUFFER_CACHE")));
+  // MPI programs legitimately enter a collective long after their peers
+  // (rank 0 computes for a minute first); the device must not call that a
+  // failure after the 10 s that suit direct ACCL users. A user's explicit
+  // ACCL_TIMEOUT_MS still counts, ACCL_PMPI_TIMEOUT_MS overrides both.
+  int64_t timeout_ms = kDefaultPmpiTimeoutMs;
+  if (config::get("ACCL_PMPI_TIMEOUT_MS")) timeout_ms = config::get_int("ACCL_PMPI_TIMEOUT_MS");
+  else if (config::get("ACCL_TIMEOUT_MS")) timeout_ms = config::get_int("ACCL_TIMEOUT_MS");
+  // The device counts in microseconds in 32 bits (about 71 minutes).
+  s.timeout_ms = std::clamp<int64_t>(timeout_ms, 1, int64_t{0xFFFFFFFF} / 1000);
 }
 
 std::string make_secret() {
@@ -253,6 +262,7 @@ void start_device() {
     io.rx_buffer_size = st.s.rx_buffer_size;
     io.max_eager_size = st.s.max_eager_size;
     io.max_rendezvous_size = st.s.max_rendezvous_size;
+    io.timeout = std::chrono::milliseconds(st.s.timeout_ms);
     st.accl->initialize(st.world_ranks, st.world_rank, io);
   } catch (const std::exception& e) {
     ok = false;

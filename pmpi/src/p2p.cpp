@@ -11,14 +11,45 @@
 //
 // Protocol on the comm's ACCL communicator (its p2p context, so collectives
 // never mix with it):
-//   * envelope: a fixed 256-byte message with device tag kEnvTag carrying
-//     source, MPI tag, size, a per-(sender, receiver) sequence number and up
-//     to 224 bytes of inline data (the whole message when small, else the
-//     0..3 trailing bytes that are not a whole device word);
+//   * envelope: one message with device tag kEnvTag: a 32-byte header
+//     (source, MPI tag, size, a per-(sender, receiver) sequence number) plus
+//     inline data: the whole message when it fits (up to 4064 bytes, less
+//     with an eager size below 4 KiB), else the 0..3 trailing bytes that are
+//     not a whole device word. A small message is thus a single device
+//     message and a single receive on each side (a separate payload would
+//     add a second device call on the receiver's critical path, after the
+//     host matched the envelope: that doubled the latency);
 //   * payload: the rest, as int32 words with device tag = sequence number,
-//     so the receiver asks for exactly the right message and size;
-//   * ack: for synchronous sends, one word back with tag kAckBit | seq once
-//     the receive has matched.
+//     so the receiver asks for exactly the right message and size. Payloads
+//     up to the eager size follow the envelope at once, and so do the first
+//     few rendezvous-size ones (a device rendezvous: the sender's device
+//     waits for the receiver's grant, no host action needed on the sender's
+//     side, so a staged MPI_Send completes while the sender is inside a
+//     native call); further rendezvous-size ones (kFlagRndv) wait for the
+//     receiver's reply;
+//   * reply: an envelope back (kFlagReply, seq of the message) once the
+//     receive has matched and its payload receive is on the device: the
+//     clear-to-send of a rendezvous payload and the ack of a synchronous send.
+//     Replies travel through the envelope pull, so a waiting sender holds no
+//     device call.
+//
+// Device call slots: the CCLO runs at most 64 calls at once and queues the
+// rest in strict FIFO order. A rendezvous send holds its slot until the
+// receiver's device grants, and a receive holds its slot until the data
+// comes, so with hundreds of outstanding requests on each side, slots full
+// of sends and receives would wait for peer calls queued behind the peers'
+// own full slots until every call times out. The layer therefore keeps its
+// point-to-point device calls within a budget (kSlotBudget, host-side queue
+// beyond it) in classes that cannot wait for each other in a cycle:
+//   * local: envelope, reply and payload sends. They finish without any host
+//     action of the peer: eager ones at once, kFlagRndv ones only start
+//     after the reply, i.e. when the receive is already in a device slot;
+//   * remote: payload receives. They finish when the sender's payload send
+//     runs: a local-class one always makes progress;
+//   * early: rendezvous payload sends issued with the envelope. They wait for
+//     the receiver's host to match (bounded by the device timeout, as before),
+//     but they are few and their own budget keeps the other classes moving.
+// Envelope pulls (one per active comm) stay outside the budget.
 // The receiver pulls envelopes with RANK_ANY receives of the envelope tag and
 // matches them here against posted receives in MPI order (posted order,
 // arrival order, non-overtaking per source via the sequence numbers). That
@@ -36,7 +67,10 @@
 #include <accl/log.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
+#include <deque>
+#include <functional>
 
 namespace accl::pmpi {
 
@@ -44,14 +78,42 @@ namespace {
 
 constexpr uint32_t kMagic = 0x41504531u;  // "APE1"
 constexpr uint32_t kFlagSync = 1;
+constexpr uint32_t kFlagRndv = 2;   // payload waits for the receiver's reply
+constexpr uint32_t kFlagReply = 4;  // receiver -> sender: matched (seq = the message's)
 constexpr uint32_t kEnvTag = 0x7FFFFFF0u;
 constexpr uint32_t kSeqLimit = 0x7FFFFFF0u;  // sequence numbers stay below kEnvTag
-constexpr uint32_t kAckBit = 0x80000000u;
-constexpr size_t kInline = sizeof(Envelope::data);
-constexpr unsigned kEnvWords = sizeof(Envelope) / 4;
+constexpr size_t kHeaderBytes = offsetof(Envelope, data);
+constexpr unsigned kEnvWords = sizeof(Envelope) / 4;  // receive size of envelope pulls
+static_assert(kHeaderBytes % 4 == 0, "the envelope header is whole device words");
+
+// Largest message sent inside its envelope: the envelope must stay an eager
+// message (a rendezvous envelope would wait for the receiver's host).
+uint64_t inline_limit() {
+  const size_t eager = state().s.max_eager_size;
+  return eager <= kHeaderBytes ? 0 : std::min<uint64_t>(sizeof(Envelope::data), eager - kHeaderBytes);
+}
+
+unsigned envelope_words(const Envelope& e) {
+  return static_cast<unsigned>((kHeaderBytes + e.inline_bytes + 3) / 4);
+}
 constexpr int kMaxDetached = 1024;
 
 int g_detached = 0;                  // detached blocking sends in flight
+
+// Slot budget (see the top of the file). 16 + 24 + 8 leaves 16 of the
+// device's 64 call slots for envelope pulls and collectives.
+enum OpClass : uint8_t { kUnbudgeted = 0, kLocal = 1, kRemote = 2, kEarly = 3 };
+constexpr int kNumClasses = 4;
+constexpr int kSlotBudget[kNumClasses] = {0, 16, 24, 8};
+int g_on_device[kNumClasses] = {0, 0, 0, 0};
+int g_early_reserved = 0;  // early sends decided (envelope built) and not finished
+struct DevOp {
+  ShadowReq* r;
+  uint8_t index;        // which r->r[] receives the device request
+  bool reply_after;     // a payload receive: queue the reply once it is on the device
+  std::function<RequestPtr()> issue;
+};
+std::deque<DevOp> g_ops[kNumClasses];
 std::vector<CommState*> g_active;    // comms with an envelope pull outstanding
 ShadowReq* g_flight = nullptr;       // requests with device work outstanding
 
@@ -74,11 +136,23 @@ BaseBuffer& env_buffer(ShadowReq* r) {
   return *r->env_buf;
 }
 
-BaseBuffer& aux_buffer(ShadowReq* r) {
-  if (!r->aux_buf)
-    r->aux_buf = std::shared_ptr<BaseBuffer>(
-        state().accl->create_buffer_host<uint8_t>(reinterpret_cast<uint8_t*>(r->aux), 4, dataType::int32));
-  return *r->aux_buf;
+BaseBuffer& ctl_buffer(ShadowReq* r) {
+  if (!r->ctl_buf)
+    r->ctl_buf = std::shared_ptr<BaseBuffer>(
+        state().accl->create_buffer_host<uint8_t>(reinterpret_cast<uint8_t*>(&r->ctl), kEnvWords, dataType::int32));
+  return *r->ctl_buf;
+}
+
+void queue_op(ShadowReq* r, uint8_t index, OpClass cls, bool reply_after, std::function<RequestPtr()> issue) {
+  g_ops[cls].push_back(DevOp{r, index, reply_after, std::move(issue)});
+  ++r->queued_ops;
+  flight_add(r);
+}
+
+void release_slot(ShadowReq* r, int index) {
+  if (r->r_class[index] == kEarly) --g_early_reserved;
+  if (r->r_class[index] != kUnbudgeted) --g_on_device[r->r_class[index]];
+  r->r_class[index] = kUnbudgeted;
 }
 
 // Keeps one envelope receive posted while someone waits for a message on
@@ -112,6 +186,14 @@ void copy_into_user(ShadowReq* r, const void* src, uint64_t take) {
 
 void finish_request(ShadowReq* r);
 
+void fail_request(ShadowReq* r, int code, const std::string& text) {
+  if (r->error == MPI_SUCCESS) {
+    r->error = code;
+    r->error_text = text;
+  }
+  r->status.MPI_ERROR = code;
+}
+
 // A receive finished without device work left. A request the user already
 // freed (MPI_Request_free on an active receive) goes back to the pool.
 // Callers must not touch `r` afterwards unless they own it.
@@ -120,16 +202,63 @@ void complete_now(ShadowReq* r) {
   if (r->user_freed) shadow_free(r);
 }
 
-void send_ack(ShadowReq* r) {
-  r->aux[0] = 1;
-  r->r[1] = state().accl->send(aux_buffer(r), 1, static_cast<unsigned>(r->env.src), kAckBit | r->env.seq,
-                               r->cs->id, false, dataType::none, true);
-  flight_add(r);
+// The receive of `r` matched (and its payload receive, if any, is on the
+// device): tell the sender.
+void queue_reply(ShadowReq* r) {
+  Envelope& c = r->ctl;
+  c.magic = kMagic;  // header only: a reply carries no data
+  c.flags = kFlagReply;
+  c.src = r->cs->rank;
+  c.tag = 0;
+  c.seq = r->env.seq;
+  c.inline_bytes = 0;
+  c.bytes = 0;
+  const unsigned to = static_cast<unsigned>(r->env.src);
+  const communicatorId id = r->cs->id;
+  BaseBuffer* b = &ctl_buffer(r);
+  queue_op(r, 1, kLocal, false,
+           [b, to, id] { return state().accl->send(*b, kHeaderBytes / 4, to, kEnvTag, id, false, dataType::none, true); });
+}
+
+void queue_payload_recv(ShadowReq* r, bool reply_after) {
+  BaseBuffer* b = r->payload_buf;
+  const unsigned words = static_cast<unsigned>((r->env.bytes - r->env.inline_bytes) / 4);
+  const unsigned from = static_cast<unsigned>(r->env.src);
+  const uint32_t seq = r->env.seq;
+  const communicatorId id = r->cs->id;
+  queue_op(r, 0, kRemote, reply_after, [b, words, from, seq, id] {
+    return state().accl->recv(*b, words, from, seq, id, false, dataType::none, true);
+  });
+}
+
+// Issues queued point-to-point device calls while their class has budget.
+void pump_ops() {
+  for (OpClass cls : {kRemote, kLocal, kEarly}) {  // replies queued by remote ops go out in the same pass
+    while (g_on_device[cls] < kSlotBudget[cls] && !g_ops[cls].empty()) {
+      DevOp op = std::move(g_ops[cls].front());
+      g_ops[cls].pop_front();
+      ShadowReq* r = op.r;
+      --r->queued_ops;
+      try {
+        r->r[op.index] = op.issue();
+        r->r_class[op.index] = cls;
+        ++g_on_device[cls];
+        if (op.reply_after) queue_reply(r);
+      } catch (...) {
+        if (cls == kEarly) --g_early_reserved;
+        std::string text;
+        const int code = error_code_from_current_exception(r->call, &text);
+        fail_request(r, code, text);
+        // The sender waits for the reply: send it anyway, so it ends with an
+        // error (its payload finds no receive) instead of waiting forever.
+        if (op.reply_after) queue_reply(r);
+      }
+    }
+  }
 }
 
 // Hands a matched message to receive request `r`.
 void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_data, ShadowReq* self_sync) {
-  State& st = state();
   r->env = e;
   const uint64_t cap = bytes_of(r->count, r->type);
   const bool truncated = e.bytes > cap;
@@ -153,7 +282,7 @@ void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_d
   if (payload == 0) {
     copy_into_user(r, e.data, take);
     r->rstate = RecvState::done;
-    if (e.flags & kFlagSync) send_ack(r);  // completes once the ack is out
+    if (e.flags & kFlagSync) queue_reply(r);  // completes once the ack is out
     else complete_now(r);
     return;
   }
@@ -168,20 +297,9 @@ void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_d
                             : PostCopy{PostCopy::unpack, const_cast<void*>(r->buf), dst, take, items, r->type};
   }
   if (e.inline_bytes != 0) std::memcpy(static_cast<char*>(dst) + payload, e.data, e.inline_bytes);
-  BaseBuffer& b = r->held.wrap(dst, payload / 4, dataType::int32);
-  r->r[0] = st.accl->recv(b, static_cast<unsigned>(payload / 4), static_cast<unsigned>(e.src), e.seq, r->cs->id,
-                          false, dataType::none, true);
+  r->payload_buf = &r->held.wrap(dst, payload / 4, dataType::int32);
   r->rstate = RecvState::payload;
-  flight_add(r);
-  if (e.flags & kFlagSync) send_ack(r);
-}
-
-void fail_request(ShadowReq* r, int code, const std::string& text) {
-  if (r->error == MPI_SUCCESS) {
-    r->error = code;
-    r->error_text = text;
-  }
-  r->status.MPI_ERROR = code;
+  queue_payload_recv(r, (e.flags & (kFlagSync | kFlagRndv)) != 0);
 }
 
 // A message that is next in line from its source: match or queue it.
@@ -213,11 +331,43 @@ void arrive(CommState* cs, const Envelope& e, std::vector<unsigned char>* self_d
 
 uint32_t next_seq(uint32_t s) { return s + 1 == kSeqLimit ? 0 : s + 1; }
 
+void stop_awaiting(CommState* cs, std::vector<ShadowReq*>::iterator it) {
+  (*it)->awaiting_reply = false;
+  cs->awaiting.erase(it);
+  --cs->demand;
+}
+
+// The receiver of one of our sends matched it: a rendezvous payload may go
+// now (its receive is on the receiver's device), a synchronous send is done.
+void reply_in(CommState* cs, const Envelope& e) {
+  for (auto it = cs->awaiting.begin(); it != cs->awaiting.end(); ++it) {
+    ShadowReq* r = *it;
+    if (r->peer != e.src || r->env.seq != e.seq) continue;
+    stop_awaiting(cs, it);
+    if (r->env.flags & kFlagRndv) {
+      BaseBuffer* b = r->payload_buf;
+      const unsigned words = static_cast<unsigned>((r->env.bytes - r->env.inline_bytes) / 4);
+      const unsigned to = static_cast<unsigned>(r->peer);
+      const uint32_t seq = r->env.seq;
+      const communicatorId id = cs->id;
+      queue_op(r, 1, kLocal, false, [b, words, to, seq, id] {
+        return state().accl->send(*b, words, to, seq, id, false, dataType::none, true);
+      });
+    }
+    return;
+  }
+  ACCL_LOG_ERROR("accl-pmpi: reply from rank {} for message {} matches no send", e.src, e.seq);
+}
+
 // An envelope pulled from the device: restore per-source order (the device
 // may start concurrent sends in any order), then match.
 void envelope_in(CommState* cs, const Envelope& e) {
   if (e.magic != kMagic || e.src < 0 || e.src >= cs->size) {
     ACCL_LOG_ERROR("accl-pmpi: dropped a malformed envelope on a communicator of {} ranks", cs->size);
+    return;
+  }
+  if (e.flags & kFlagReply) {
+    reply_in(cs, e);
     return;
   }
   uint32_t& expect = cs->recv_expect[static_cast<size_t>(e.src)];
@@ -278,6 +428,11 @@ int progress_comm(CommState* cs) {
         r->complete = true;
       }
       cs->posted_tail = nullptr;
+      while (!cs->awaiting.empty()) {
+        ShadowReq* r = cs->awaiting.back();
+        stop_awaiting(cs, cs->awaiting.end() - 1);
+        fail_request(r, code, text);
+      }
       break;
     }
     if (done) envelope_in(cs, e);
@@ -308,18 +463,48 @@ void finish_request(ShadowReq* r) {
   }
 }
 
+// Inside a catch: the device call ended at its deadline with nothing else
+// wrong (no link, sequence or size error).
+bool current_is_plain_timeout() {
+  try {
+    throw;
+  } catch (const DeviceError& e) {
+    return e.retcode() == abi::kReceiveTimeoutError;
+  } catch (...) {
+    return false;
+  }
+}
+
 void progress_request(ShadowReq* r) {
-  bool pending = false;
-  for (auto& dev : r->r) {
+  bool pending = r->queued_ops != 0 || r->awaiting_reply;
+  for (int i = 0; i < 3; ++i) {
+    RequestPtr& dev = r->r[i];
     if (!dev) continue;
     try {
-      if (dev->test()) dev.reset();
-      else pending = true;
+      if (dev->test()) {
+        release_slot(r, i);
+        dev.reset();
+      } else {
+        pending = true;
+      }
     } catch (...) {
+      release_slot(r, i);
+      dev.reset();
+      // An eager payload receive, like an envelope pull, may wait for a
+      // sender that is busy outside MPI for longer than the device timeout
+      // (its payload send may still be queued in the layer): post it again.
+      // Not a rendezvous one: it may have timed out after granting, and the
+      // data it granted would be lost to a new receive, which would then
+      // wait forever.
+      if (r->kind == ReqKind::recv && i == 0 && r->error == MPI_SUCCESS &&
+          r->env.bytes - r->env.inline_bytes <= state().s.max_eager_size && current_is_plain_timeout()) {
+        queue_payload_recv(r, false);
+        pending = true;
+        continue;
+      }
       std::string text;
       const int code = error_code_from_current_exception(r->call, &text);
       fail_request(r, code, text);
-      dev.reset();
     }
   }
   if (!pending) finish_request(r);
@@ -368,15 +553,34 @@ void progress_locked() {
     }
     while (released-- > 0) comm_release(cs);  // may destroy a freed comm (no pull left then)
   }
+  pump_ops();
   for (ShadowReq* r = g_flight; r != nullptr;) {
     ShadowReq* next = r->next_flight;
     progress_request(r);
     r = next;
   }
+  pump_ops();
+}
+
+void p2p_forget(ShadowReq* r) {
+  for (int i = 0; i < 3; ++i) release_slot(r, i);
+  if (r->queued_ops != 0) {
+    for (int cls = 0; cls < kNumClasses; ++cls) {
+      auto& q = g_ops[cls];
+      const auto gone = std::remove_if(q.begin(), q.end(), [r](const DevOp& op) { return op.r == r; });
+      if (cls == kEarly) g_early_reserved -= static_cast<int>(q.end() - gone);
+      q.erase(gone, q.end());
+    }
+    r->queued_ops = 0;
+  }
+  if (r->awaiting_reply && r->cs != nullptr) {
+    auto it = std::find(r->cs->awaiting.begin(), r->cs->awaiting.end(), r);
+    if (it != r->cs->awaiting.end()) stop_awaiting(r->cs, it);
+  }
+  r->awaiting_reply = false;
 }
 
 void p2p_start_send(ShadowReq* r) {
-  State& st = state();
   CommState* cs = r->cs;
   const uint64_t bytes = bytes_of(r->count, r->type);
   const unsigned char* src = static_cast<const unsigned char*>(r->send_src);
@@ -399,7 +603,7 @@ void p2p_start_send(ShadowReq* r) {
   e.seq = seq;
   seq = next_seq(seq);
   uint64_t payload = 0;
-  if (bytes <= kInline) {
+  if (bytes <= inline_limit()) {
     e.inline_bytes = static_cast<uint32_t>(bytes);
     if (bytes) std::memcpy(e.data, src, bytes);
   } else {
@@ -408,6 +612,10 @@ void p2p_start_send(ShadowReq* r) {
     e.inline_bytes = static_cast<uint32_t>(tail);
     if (tail) std::memcpy(e.data, src + payload, tail);
   }
+  const bool rendezvous_size = payload > state().s.max_eager_size;
+  const bool early = rendezvous_size && r->peer != cs->rank && g_early_reserved < kSlotBudget[kEarly];
+  const bool rndv = rendezvous_size && !early;
+  if (rndv) e.flags |= kFlagRndv;
   r->active = true;
   r->complete = false;
   if (r->peer == cs->rank) {
@@ -416,15 +624,32 @@ void p2p_start_send(ShadowReq* r) {
     return;
   }
   const unsigned peer = static_cast<unsigned>(r->peer);
-  // The ack receive goes first so it is posted before the peer can answer.
-  if (r->mode == SendMode::sync)
-    r->r[2] = st.accl->recv(aux_buffer(r), 1, peer, kAckBit | e.seq, cs->id, false, dataType::none, true);
-  r->r[0] = st.accl->send(env_buffer(r), kEnvWords, peer, kEnvTag, cs->id, false, dataType::none, true);
+  const communicatorId id = cs->id;
+  BaseBuffer* env = &env_buffer(r);
+  const unsigned env_words = envelope_words(e);
+  queue_op(r, 0, kLocal, false, [env, env_words, peer, id] {
+    return state().accl->send(*env, env_words, peer, kEnvTag, id, false, dataType::none, true);
+  });
   if (payload != 0) {
-    BaseBuffer& b = r->held.wrap(src, payload / 4, dataType::int32);
-    r->r[1] = st.accl->send(b, static_cast<unsigned>(payload / 4), peer, e.seq, cs->id, false, dataType::none, true);
+    BaseBuffer* b = &r->held.wrap(src, payload / 4, dataType::int32);
+    r->payload_buf = b;
+    if (!rndv) {
+      const uint32_t tag = e.seq;
+      const unsigned words = static_cast<unsigned>(payload / 4);
+      if (early) ++g_early_reserved;
+      queue_op(r, 1, early ? kEarly : kLocal, false, [b, words, peer, tag, id] {
+        return state().accl->send(*b, words, peer, tag, id, false, dataType::none, true);
+      });
+    }
   }
-  flight_add(r);
+  if (rndv || r->mode == SendMode::sync) {
+    // The receiver's reply releases the payload / completes the synchronous send.
+    r->awaiting_reply = true;
+    cs->awaiting.push_back(r);
+    ++cs->demand;
+    ensure_pull(cs, false);
+  }
+  pump_ops();
 }
 
 void p2p_start_recv(ShadowReq* r) {
@@ -440,6 +665,7 @@ void p2p_start_recv(ShadowReq* r) {
     cs->unexpected.erase(it);
     const bool self = m.env.src == cs->rank;
     deliver(r, m.env, self ? &m.self_data : nullptr, m.self_sync);
+    pump_ops();
     return;
   }
   r->next_posted = nullptr;
@@ -494,6 +720,9 @@ void p2p_drain() {
 }
 
 void p2p_teardown() {
+  for (auto& q : g_ops) q.clear();
+  for (int& n : g_on_device) n = 0;
+  g_early_reserved = 0;
   g_active.clear();
   g_flight = nullptr;
   g_detached = 0;
@@ -574,7 +803,7 @@ int send_blocking(Call call, const void* buf, int count, MPI_Datatype type, int 
     const uint64_t bytes = bytes_of(count, type);
     bool detach = false;
     if (mode != SendMode::sync && g_detached < kMaxDetached) {
-      if (bytes <= kInline || dest == cs->rank) {
+      if (bytes <= inline_limit() || dest == cs->rank) {
         detach = true;  // everything travels inside the envelope (or is copied)
       } else if (bytes - bytes % 4 > st.s.max_eager_size || !type_info(type).contiguous) {
         // Rendezvous needs the receiver's host to match the envelope first:

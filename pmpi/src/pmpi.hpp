@@ -77,6 +77,8 @@ bool reason_benign(Reason r);
 // Settings (read once in MPI_Init; never on the per-call path)
 // ---------------------------------------------------------------------------
 enum class FallbackMode : uint8_t { silent, warn, error };
+// Device timeout of offloaded calls unless ACCL_PMPI_TIMEOUT_MS / ACCL_TIMEOUT_MS say otherwise.
+constexpr int64_t kDefaultPmpiTimeoutMs = 300000;
 
 struct Settings {
   bool offload = true;
@@ -94,6 +96,7 @@ struct Settings {
   size_t max_rendezvous_size = 4 << 20;
   size_t staging_limit = 64 << 20;
   size_t buffer_cache = 64;
+  int64_t timeout_ms = kDefaultPmpiTimeoutMs;  // device timeout of offloaded calls
 };
 
 // ---------------------------------------------------------------------------
@@ -136,19 +139,22 @@ ReductionType reduction_type(const TypeInfo& info, MPI_Op op);
 // ---------------------------------------------------------------------------
 struct ShadowReq;
 
-// Envelope of one offloaded point-to-point message (p2p.cpp). Fixed size:
-// the receiver pulls envelopes with receives of exactly this size.
+// Envelope of one offloaded point-to-point message (p2p.cpp): a 32-byte
+// header plus the message itself when it is small. The receiver pulls
+// envelopes with receives of the largest size; a shorter message is fine.
 struct Envelope {
   uint32_t magic;
   uint32_t flags;
   int32_t src;
   int32_t tag;
-  uint32_t seq;           // device tag of the payload (and of the sync ack)
+  uint32_t seq;           // device tag of the payload (and of the reply)
   uint32_t inline_bytes;  // bytes carried in data[]
   uint64_t bytes;         // whole message size in bytes
-  unsigned char data[224];
+  // Only the header and inline_bytes of data travel (one device message);
+  // receives take up to the whole struct.
+  unsigned char data[4064];
 };
-static_assert(sizeof(Envelope) == 256, "envelope is 64 device words");
+static_assert(sizeof(Envelope) == 4096, "envelope receives are 1024 device words");
 
 struct UnexpectedMsg {
   Envelope env;
@@ -180,7 +186,8 @@ struct CommState {
   RequestPtr pull;                       // outstanding envelope receive
   std::unique_ptr<Envelope> pull_env;    // where it lands
   std::shared_ptr<BaseBuffer> pull_buf;
-  int demand = 0;                        // posted receives + probes in progress
+  int demand = 0;                        // posted receives + probes + sends awaiting a reply
+  std::vector<ShadowReq*> awaiting;      // sends waiting for the receiver's reply envelope
   bool in_active_list = false;
   // all-states list for teardown
   CommState* prev_all = nullptr;
@@ -264,10 +271,18 @@ struct ShadowReq {
   PostCopy post;
   // send: the outgoing envelope; recv/message: the matched one
   Envelope env{};
-  uint32_t aux[4] = {0, 0, 0, 0};  // synchronous-send ack word
-  // Wrappers of env/aux: tied to the pool slot, created once, reused.
+  // recv: the reply (clear-to-send / synchronous ack) sent back to the sender
+  Envelope ctl{};
+  // Wrappers of env/ctl: tied to the pool slot, created once, reused.
   std::shared_ptr<BaseBuffer> env_buf;
-  std::shared_ptr<BaseBuffer> aux_buf;
+  std::shared_ptr<BaseBuffer> ctl_buf;
+  // Point-to-point device calls go through the layer's slot budget (p2p.cpp):
+  // budget class of each r[i] while it is on the device, operations still
+  // queued on the host, and whether a send waits for the receiver's reply.
+  uint8_t r_class[3] = {0, 0, 0};
+  uint8_t queued_ops = 0;
+  bool awaiting_reply = false;
+  BaseBuffer* payload_buf = nullptr;  // held wrapper of the payload (re-posted receives)
   // self messages (message kind / matched recv)
   std::vector<unsigned char> self_data;
   ShadowReq* self_sync = nullptr;
@@ -302,6 +317,7 @@ void flight_remove(ShadowReq* r);  // mu held
 void p2p_start_send(ShadowReq* r);  // mu held
 void p2p_start_recv(ShadowReq* r);  // mu held
 bool p2p_cancel(ShadowReq* r);      // mu held; true when the receive was cancelled
+void p2p_forget(ShadowReq* r);      // mu held; drops r's queued device work and slot budget (before freeing)
 // Fills *status from a finished request, frees it unless persistent, and
 // reports its error through the comm's error handler (no lock held).
 int request_finish(ShadowReq* r, MPI_Status* status);

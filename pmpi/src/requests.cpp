@@ -43,7 +43,7 @@ void requests_teardown() {
     for (auto& b : r.held.b) b.reset();
     r.held.s[0] = r.held.s[1] = nullptr;  // the staging pool is freed wholesale
     r.env_buf.reset();
-    r.aux_buf.reset();
+    r.ctl_buf.reset();
   }
 }
 
@@ -83,11 +83,16 @@ ShadowReq* shadow_alloc(ReqKind kind, Call call) {
   r->error = MPI_SUCCESS;
   r->error_text.clear();
   r->next_posted = r->prev_flight = r->next_flight = nullptr;
+  r->r_class[0] = r->r_class[1] = r->r_class[2] = 0;
+  r->queued_ops = 0;
+  r->awaiting_reply = false;
+  r->payload_buf = nullptr;
   set_empty_status(&r->status);
   return r;
 }
 
 void shadow_free(ShadowReq* r) {
+  p2p_forget(r);
   for (auto& d : r->r) d.reset();
   r->held.release();
   r->self_data.clear();

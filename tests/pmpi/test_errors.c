@@ -1,14 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
  * Device errors in offloaded calls go through the communicator's MPI error
- * handler. Run with a short ACCL_TIMEOUT_MS (e.g. 300): rank 1 joins an
- * allreduce far too late, so rank 0's offloaded call times out.
+ * handler. Run with a short device timeout (ACCL_PMPI_TIMEOUT_MS or
+ * ACCL_TIMEOUT_MS, e.g. 300): rank 1 joins an allreduce far too late, so
+ * rank 0's offloaded call times out.
  *
  *   test_errors return   MPI_ERRORS_RETURN: an error code of the layer's own
  *                        class comes back and MPI_Error_string explains it;
  *                        the job carries on (other comms still offload)
  *   test_errors fatal    MPI_ERRORS_ARE_FATAL: the job aborts with a message
  *                        naming the call, the rank and the cause
+ *   test_errors late MS [allreduce-only]
+ *                        no error: rank 1 enters an allreduce, then rank 0 a
+ *                        bcast, MS milliseconds after the others (MPI allows
+ *                        it); run
+ *                        with a PMPI timeout above MS (and a shorter
+ *                        ACCL_TIMEOUT_MS, which the PMPI one overrides)
  */
 #include "common.h"
 
@@ -20,8 +27,29 @@ int main(int argc, char** argv) {
   int size;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int fatal = argc > 1 && strcmp(argv[1], "fatal") == 0;
-  const char* tms = getenv("ACCL_TIMEOUT_MS");
-  const int timeout_ms = tms ? atoi(tms) : 10000;
+  const char* tms = getenv("ACCL_PMPI_TIMEOUT_MS");
+  if (tms == NULL || *tms == 0) tms = getenv("ACCL_TIMEOUT_MS");
+  const int timeout_ms = tms && *tms ? atoi(tms) : 300000;
+  if (argc > 2 && strcmp(argv[1], "late") == 0) {
+    const int late_ms = atoi(argv[2]);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    t_context = "late joiner";
+    int v[64], s[64];
+    for (int i = 0; i < 64; ++i) v[i] = t_rank + i;
+    if (t_rank == 1) usleep((useconds_t)late_ms * 1000);
+    int rc = MPI_Allreduce(v, s, 64, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    CHECK_RC(rc);
+    int bad = 0;
+    for (int i = 0; i < 64; ++i) bad += s[i] != size * (size - 1) / 2 + size * i;
+    CHECK(rc != MPI_SUCCESS || bad == 0, "%d wrong sums", bad);
+    if (argc < 4 || strcmp(argv[3], "allreduce-only") != 0) {
+      if (t_rank == 0) usleep((useconds_t)late_ms * 1000); /* now the root is late */
+      rc = MPI_Bcast(s, 64, MPI_INT, 0, MPI_COMM_WORLD);
+      CHECK_RC(rc);
+    }
+    CHECK(offloaded_calls("MPI_Allreduce") > 0 || !layer_active(), "the allreduce was not offloaded");
+    return finish("test_errors late");
+  }
 
   MPI_Comm bad;
   MPI_Comm_dup(MPI_COMM_WORLD, &bad);
