@@ -897,7 +897,7 @@ class UdpTransport final : public Transport {
     }
     const size_t n = bytes - skip;
     if (n > in.header.count - in.got) return false;
-    if (n > 0 && in.dst != nullptr) std::memcpy(in.dst + in.got, body + skip, n);
+    if (n > 0 && in.dst != nullptr && !store_payload(in.ticket, in.dst, in.got, body + skip, n)) in.dst = nullptr;
     in.got += n;
     const bool complete = in.got == in.header.count;
     if (complete != ((h.flags & kLast) != 0)) return false;
