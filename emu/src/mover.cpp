@@ -270,8 +270,18 @@ uint32_t Mover::move(const fw::Move& m) {
         if (p.count == 0) return 0;
         std::vector<std::byte> out(nr);
         produce(p, out.data(), 0, p.count);
-        streams_.push(m.stream_id, std::move(out));
-        return 0;
+        switch (streams_.push(m.stream_id, std::move(out), Clock::now() + io_timeout_)) {
+          case KernelStream::PushStatus::ok:
+            return 0;
+          case KernelStream::PushStatus::full:
+            ACCL_LOG_ERROR("emulated CCLO: kernel stream {} is full ({} of {} bytes queued): the kernel did not take "
+                           "{} bytes in time; KRNL_TIMEOUT_STS_ERROR",
+                           m.stream_id, streams_.available(), streams_.capacity(), nr);
+            return abi::kKrnlTimeoutStsError;
+          case KernelStream::PushStatus::interrupted:
+            return abi::kKrnlTimeoutStsError;
+        }
+        return abi::kKrnlTimeoutStsError;
       }
       case fw::OperandKind::network:
         return send(m, p);

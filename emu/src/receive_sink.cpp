@@ -42,8 +42,9 @@ const char* type_name(uint8_t t) {
 }
 }  // namespace
 
-ReceiveSink::ReceiveSink(ExchangeMemory& xmem, DeviceMemory& memory, KernelStream& streams, Wakeup& firmware_doorbell)
-    : xmem_(xmem), memory_(memory), streams_(streams), doorbell_(firmware_doorbell) {}
+ReceiveSink::ReceiveSink(ExchangeMemory& xmem, DeviceMemory& memory, KernelStream& streams, Wakeup& firmware_doorbell,
+                         std::chrono::nanoseconds stream_timeout)
+    : xmem_(xmem), memory_(memory), streams_(streams), doorbell_(firmware_doorbell), stream_timeout_(stream_timeout) {}
 
 ReceiveSink::~ReceiveSink() = default;
 
@@ -274,7 +275,15 @@ void ReceiveSink::end_message(const NetAddress& from, const abi::WireHeader& h, 
   }
   if (deliver_stream) {
     uint32_t id = h.strm >= abi::kStreamIdOffset ? h.strm - abi::kStreamIdOffset : h.strm;
-    streams_.push(id, std::move(stream_data));
+    // Back-pressure: this link waits (bounded) while the kernel stream is full.
+    const size_t bytes = stream_data.size();
+    if (streams_.push(id, std::move(stream_data), Clock::now() + stream_timeout_) ==
+        KernelStream::PushStatus::full)
+      ACCL_LOG_ERROR("emulated CCLO: kernel stream {} stayed full ({} of {} bytes queued) for {} ms; {} bytes "
+                     "stream_put by {} (seqn {}) dropped (KRNL_TIMEOUT_STS_ERROR)",
+                     id, streams_.available(), streams_.capacity(),
+                     std::chrono::duration_cast<std::chrono::milliseconds>(stream_timeout_).count(), bytes,
+                     to_string(from), h.seqn);
   }
   t = ReceiveTicket{};
   doorbell_.ring();

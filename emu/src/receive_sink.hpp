@@ -33,6 +33,7 @@
 #include <accl_fw/dataplane.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -45,7 +46,10 @@ namespace accl::emu {
 
 class ReceiveSink final : public Sink {
  public:
-  ReceiveSink(ExchangeMemory& xmem, DeviceMemory& memory, KernelStream& streams, Wakeup& firmware_doorbell);
+  // stream_timeout: how long a stream_put message may wait for room in a
+  // full kernel stream before it is dropped (ACCL_TIMEOUT_MS).
+  ReceiveSink(ExchangeMemory& xmem, DeviceMemory& memory, KernelStream& streams, Wakeup& firmware_doorbell,
+              std::chrono::nanoseconds stream_timeout = std::chrono::seconds(10));
   ~ReceiveSink() override;
 
   // --- Sink (transport threads) ---
@@ -112,6 +116,7 @@ class ReceiveSink final : public Sink {
   DeviceMemory& memory_;
   KernelStream& streams_;
   Wakeup& doorbell_;
+  const std::chrono::nanoseconds stream_timeout_;
   std::function<void(const NetAddress&)> on_link_failure_;
 
   mutable std::mutex mutex_;

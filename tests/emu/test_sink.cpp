@@ -153,6 +153,38 @@ TEST(EmuSink, StreamMessagesGoToKernelStream) {
   EXPECT_TRUE(pattern_ok(out.data(), 128, 11));
 }
 
+// Issue 7: stream_put data from peers no longer queues without limit. A
+// message that finds the kernel stream full waits (back-pressure on its
+// link) until the kernel pulls, or is dropped at the timeout.
+TEST(EmuSink, StreamMessagesWaitForRoomThenAreDropped) {
+  ExchangeMemory xmem;
+  DeviceMemory memory(1, 1 << 20, 1 << 20);
+  KernelStream streams(256);
+  Wakeup doorbell(std::chrono::nanoseconds(0));
+  ReceiveSink sink(xmem, memory, streams, doorbell, 50ms);
+  auto h = header(200);
+  h.strm = abi::kStreamIdOffset + 1;
+  ASSERT_TRUE(deliver(sink, kPeer, h, 1));
+  EXPECT_EQ(streams.available(), 200u);
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(deliver(sink, kPeer, h, 2));  // no room: dropped after the timeout
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 50ms);
+  EXPECT_EQ(streams.available(), 200u);
+  // The kernel pulls meanwhile: the waiting message gets in.
+  std::thread kernel([&] {
+    std::this_thread::sleep_for(20ms);
+    std::vector<std::byte> out(200);
+    EXPECT_TRUE(streams.pull(out.data(), 200, std::chrono::steady_clock::now() + 1s));
+    EXPECT_TRUE(pattern_ok(out.data(), 200, 1));
+  });
+  ASSERT_TRUE(deliver(sink, kPeer, h, 3));
+  kernel.join();
+  ASSERT_EQ(streams.available(), 200u);
+  std::vector<std::byte> out(200);
+  ASSERT_TRUE(streams.pull(out.data(), 200, std::chrono::steady_clock::now()));
+  EXPECT_TRUE(pattern_ok(out.data(), 200, 3));
+}
+
 TEST(EmuSink, RendezvousNeedsAnExactlyMatchingWindow) {
   auto d = make_device();
   auto& dp = d->dataplane();
