@@ -208,8 +208,8 @@ uint32_t Mover::move(const fw::Move& m) {
       // --- operands ---
       switch (m.op0.kind) {
         case fw::OperandKind::memory: {
-          std::byte* s = nullptr;
-          if (uint32_t e = memory_.resolve(m.op0.addr, m.op0.host, n0, s)) {
+          const std::byte* s = nullptr;
+          if (uint32_t e = memory_.resolve_source(m.op0.addr, m.op0.host, n0, s)) {
             ACCL_LOG_ERROR("emulated CCLO: move operand 0: {} bytes at 0x{:x}{} are not valid memory", n0,
                            m.op0.addr, m.op0.host ? " (host)" : "");
             return e;
@@ -231,9 +231,9 @@ uint32_t Mover::move(const fw::Move& m) {
           return abi::kInvalidArgument;
       }
       if (p.has_op1) {
-        std::byte* s = nullptr;
+        const std::byte* s = nullptr;
         if (m.op1.kind != fw::OperandKind::memory) return abi::kInvalidArgument;
-        if (uint32_t e = memory_.resolve(m.op1.addr, m.op1.host, n1, s)) {
+        if (uint32_t e = memory_.resolve_source(m.op1.addr, m.op1.host, n1, s)) {
           ACCL_LOG_ERROR("emulated CCLO: move operand 1: {} bytes at 0x{:x}{} are not valid memory", n1, m.op1.addr,
                          m.op1.host ? " (host)" : "");
           return e;

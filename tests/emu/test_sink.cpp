@@ -47,8 +47,8 @@ bool pattern_ok(const std::byte* p, size_t n, uint8_t seed) {
 }
 
 const std::byte* payload(EmuDevice& d, const fw::Arrival& a) {
-  std::byte* p = nullptr;
-  EXPECT_EQ(d.memory().resolve(a.payload_addr, a.payload_host, a.header.count, p), 0u);
+  const std::byte* p = nullptr;  // RX buffer or overflow store: what the firmware reads
+  EXPECT_EQ(d.memory().resolve_source(a.payload_addr, a.payload_host, a.header.count, p), 0u);
   return p;
 }
 
