@@ -60,7 +60,4 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 configure build-tsan --buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dwerror=true \
   -Dmpi=disabled -Dpython=disabled
 ninja -C build-tsan "${sanitizer_targets[@]:0:10}"
-# transport-udp is left out under TSan until its report from 2026-11-21 is investigated (it passes in the
-# other two stages).
-tsan_tests=("${sanitizer_tests[@]/transport-udp}")
-meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes "$jobs" ${tsan_tests[@]}
+meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes "$jobs" "${sanitizer_tests[@]}"
