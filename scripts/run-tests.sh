@@ -63,7 +63,4 @@ configure build-tsan --buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=f
   -Dmpi=disabled -Dpython=disabled
 # All but core-primitives and core-errors (long under TSan, and covered by the other two stages).
 ninja -C build-tsan "${sanitizer_targets[@]:0:11}"
-# transport-udp is left out under TSan until its report from 2026-11-21 is investigated (it passes in the
-# other two stages).
-tsan_tests=("${sanitizer_tests[@]/transport-udp}")
-meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes "$jobs" ${tsan_tests[@]}
+meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes "$jobs" "${sanitizer_tests[@]}"

@@ -31,7 +31,7 @@ EmuDevice::EmuDevice(const EmuOptions& options, const DeviceSettings& settings)
       doorbell_(settings.spin),
       memory_(options.banks, options.bank_bytes, settings.overflow_bytes),
       calls_(xmem_, doorbell_, settings.spin),
-      sink_(xmem_, memory_, streams_, doorbell_),
+      sink_(xmem_, memory_, streams_, doorbell_, settings.io_timeout),
       transports_(start_transports(options)),
       links_(kind_, self_, sink_, transports_),
       mover_(xmem_, memory_, streams_, links_, settings.io_timeout),

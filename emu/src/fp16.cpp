@@ -4,6 +4,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -78,9 +79,18 @@ __attribute__((target("avx,f16c"))) void from_float_f16c(const float* in, uint16
   for (; i < n; ++i) out[i] = _cvtss_sh(in[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
+// CPUID + XGETBV rather than __builtin_cpu_supports("f16c"), which clang
+// before 15 does not know (the fuzz build compiles this file with clang 14).
 bool cpu_has_f16c() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  const unsigned needed = bit_AVX | bit_F16C | bit_OSXSAVE;
+  if ((ecx & needed) != needed) return false;
+  // AVX instructions fault unless the OS saves the SSE and AVX state (XCR0
+  // bits 1 and 2).
+  unsigned xcr0_low = 0, xcr0_high = 0;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+  return (xcr0_low & 0x6u) == 0x6u;
 }
 #else
 bool cpu_has_f16c() { return false; }

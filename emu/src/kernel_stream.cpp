@@ -5,14 +5,21 @@
 
 namespace accl::emu {
 
-void KernelStream::push(uint32_t stream_id, std::vector<std::byte> data) {
-  if (data.empty()) return;
+KernelStream::PushStatus KernelStream::push(uint32_t stream_id, std::vector<std::byte> data,
+                                           Clock::time_point deadline) {
+  if (data.empty()) return PushStatus::ok;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto room = [&] {
+      return interrupted_ || bytes_ == 0 || (bytes_ <= capacity_ && data.size() <= capacity_ - bytes_);
+    };
+    if (!space_cv_.wait_until(lock, deadline, room)) return PushStatus::full;
+    if (interrupted_) return PushStatus::interrupted;
     bytes_ += data.size();
     chunks_.push_back(Chunk{stream_id, std::move(data)});
   }
   cv_.notify_all();
+  return PushStatus::ok;
 }
 
 bool KernelStream::pull(std::byte* dst, size_t bytes, Clock::time_point deadline) {
@@ -29,6 +36,8 @@ bool KernelStream::pull(std::byte* dst, size_t bytes, Clock::time_point deadline
     if (c.consumed == c.data.size()) chunks_.pop_front();
   }
   bytes_ -= bytes;
+  lock.unlock();
+  space_cv_.notify_all();
   return true;
 }
 
@@ -43,9 +52,12 @@ int64_t KernelStream::front_stream_id() const {
 }
 
 void KernelStream::clear() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  chunks_.clear();
-  bytes_ = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    chunks_.clear();
+    bytes_ = 0;
+  }
+  space_cv_.notify_all();
 }
 
 void KernelStream::interrupt() {
@@ -54,6 +66,7 @@ void KernelStream::interrupt() {
     interrupted_ = true;
   }
   cv_.notify_all();
+  space_cv_.notify_all();
 }
 
 }  // namespace accl::emu

@@ -23,17 +23,34 @@ namespace accl::emu {
 class KernelStream {
  public:
   using Clock = std::chrono::steady_clock;
+  // Bytes queued at most before push() applies back-pressure: enough for
+  // several large stream moves in flight, far below what a peer that
+  // stream_puts faster than the kernel pulls could otherwise pile up.
+  static constexpr size_t kDefaultCapacityBytes = size_t{64} << 20;
 
-  void push(uint32_t stream_id, std::vector<std::byte> data);
+  enum class PushStatus {
+    ok,
+    full,         // no room before the deadline: the data was dropped
+    interrupted,  // device shutdown: the data was dropped
+  };
+
+  explicit KernelStream(size_t capacity_bytes = kDefaultCapacityBytes) : capacity_(capacity_bytes) {}
+
+  // Queues `data` once there is room for it, waiting at most until
+  // `deadline` (back-pressure: the hardware stream would stall its
+  // producer). A chunk larger than the whole capacity waits for an empty
+  // queue. An empty chunk is ok at once.
+  PushStatus push(uint32_t stream_id, std::vector<std::byte> data, Clock::time_point deadline);
   // Pulls exactly `bytes` bytes, or nothing: waits until that many are queued,
   // `deadline` passes or interrupt() was called. False unless all were pulled.
   bool pull(std::byte* dst, size_t bytes, Clock::time_point deadline);
   size_t available() const;
+  size_t capacity() const { return capacity_; }
   // Stream id of the oldest queued chunk (diagnostics, tests), or -1.
   int64_t front_stream_id() const;
 
   void clear();
-  // Wakes every puller for good (device shutdown).
+  // Wakes every puller and pusher for good (device shutdown).
   void interrupt();
 
  private:
@@ -42,8 +59,10 @@ class KernelStream {
     std::vector<std::byte> data;
     size_t consumed = 0;
   };
+  const size_t capacity_;
   mutable std::mutex mutex_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;        // data queued (pullers wait on it)
+  std::condition_variable space_cv_;  // data taken out (pushers wait on it)
   std::deque<Chunk> chunks_;
   size_t bytes_ = 0;
   bool interrupted_ = false;

@@ -18,7 +18,7 @@ class LoopbackLink final : public Link {
     ReceiveTicket ticket;
     std::byte* dst = sink_.begin_message(self_, header, ticket);
     uint32_t err = 0;
-    if (dst != nullptr && header.count > 0) err = payload.write(dst, 0, header.count);
+    if (dst != nullptr && header.count > 0) err = produce_payload(payload, dst, header.count, ticket);
     sink_.end_message(self_, header, ticket, err);
     return err;
   }

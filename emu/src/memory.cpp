@@ -207,11 +207,12 @@ void DeviceMemory::free(const DeviceAllocation& alloc) {
     ACCL_LOG_ERROR("emulated CCLO: free of unknown device memory {} ({} bytes) ignored", hex(alloc.address), alloc.bytes);
 }
 
-uint32_t DeviceMemory::resolve_device(uint64_t addr, uint64_t bytes, std::byte*& out) const noexcept {
+uint32_t DeviceMemory::resolve_device(uint64_t addr, uint64_t bytes, std::byte*& out,
+                                      bool overflow_store) const noexcept {
   uint64_t tag = addr >> kAddressShift;
   const Bank* bank = nullptr;
   if (tag >= 1 && tag <= banks_.size()) bank = banks_[tag - 1].get();
-  else if (tag == kOverflowBankTag) bank = overflow_.get();
+  else if (tag == kOverflowBankTag && overflow_store) bank = overflow_.get();
   if (bank == nullptr) return abi::kDmaDecodeError;
   out = bank->translate(addr, bytes);
   return out != nullptr ? 0u : static_cast<uint32_t>(abi::kDmaSlaveError);
@@ -240,14 +241,22 @@ uint32_t DeviceMemory::resolve_host(uint64_t addr, uint64_t bytes, std::byte*& o
 
 uint32_t DeviceMemory::resolve(uint64_t addr, bool host, uint64_t bytes, std::byte*& out) const noexcept {
   out = nullptr;
-  return host ? resolve_host(addr, bytes, out) : resolve_device(addr, bytes, out);
+  return host ? resolve_host(addr, bytes, out) : resolve_device(addr, bytes, out, false);
+}
+
+uint32_t DeviceMemory::resolve_source(uint64_t addr, bool host, uint64_t bytes, const std::byte*& out) const noexcept {
+  out = nullptr;
+  std::byte* p = nullptr;
+  const uint32_t err = host ? resolve_host(addr, bytes, p) : resolve_device(addr, bytes, p, true);
+  out = p;
+  return err;
 }
 
 std::byte* DeviceMemory::checked(uint64_t address, size_t bytes, const char* what) const {
   std::byte* p = nullptr;
   // copy_to/from_device takes the CCLO address of any allocation: a device
   // bank address, or a host_only allocation's address (then a plain copy).
-  uint32_t err = resolve_device(address, bytes, p);
+  uint32_t err = resolve_device(address, bytes, p, false);
   if (err == abi::kDmaDecodeError) err = resolve_host(address, bytes, p);
   if (err != 0) {
     throw std::out_of_range(std::string("emulated CCLO: ") + what + " of " + std::to_string(bytes) + " bytes at " +

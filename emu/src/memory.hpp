@@ -99,8 +99,14 @@ class DeviceMemory {
 
   // Data-plane access: pointer to [addr, addr + bytes) or error bits
   // (kDmaDecodeError: address in no bank/region; kDmaSlaveError: the range
-  // runs past the end of its bank/region). Never throws.
+  // runs past the end of its bank/region). Never throws. The overflow store
+  // is not memory anyone may name: its addresses are rejected
+  // (kDmaDecodeError), so no move result, RX buffer or rendezvous window can
+  // land on payloads queued there.
   uint32_t resolve(uint64_t addr, bool host, uint64_t bytes, std::byte*& out) const noexcept;
+  // Read-only access for move operands: as resolve(), and also the overflow
+  // store, where the firmware reads unexpected eager payloads from.
+  uint32_t resolve_source(uint64_t addr, bool host, uint64_t bytes, const std::byte*& out) const noexcept;
 
   Bank& overflow() { return *overflow_; }
   unsigned banks() const { return static_cast<unsigned>(banks_.size()); }
@@ -110,7 +116,7 @@ class DeviceMemory {
     size_t bytes;
     bool owned;  // allocated by us (free it) or mapped user memory
   };
-  uint32_t resolve_device(uint64_t addr, uint64_t bytes, std::byte*& out) const noexcept;
+  uint32_t resolve_device(uint64_t addr, uint64_t bytes, std::byte*& out, bool overflow_store) const noexcept;
   uint32_t resolve_host(uint64_t addr, uint64_t bytes, std::byte*& out) const noexcept;
   std::byte* checked(uint64_t address, size_t bytes, const char* what) const;
 

@@ -208,8 +208,8 @@ uint32_t Mover::move(const fw::Move& m) {
       // --- operands ---
       switch (m.op0.kind) {
         case fw::OperandKind::memory: {
-          std::byte* s = nullptr;
-          if (uint32_t e = memory_.resolve(m.op0.addr, m.op0.host, n0, s)) {
+          const std::byte* s = nullptr;
+          if (uint32_t e = memory_.resolve_source(m.op0.addr, m.op0.host, n0, s)) {
             ACCL_LOG_ERROR("emulated CCLO: move operand 0: {} bytes at 0x{:x}{} are not valid memory", n0,
                            m.op0.addr, m.op0.host ? " (host)" : "");
             return e;
@@ -231,9 +231,9 @@ uint32_t Mover::move(const fw::Move& m) {
           return abi::kInvalidArgument;
       }
       if (p.has_op1) {
-        std::byte* s = nullptr;
+        const std::byte* s = nullptr;
         if (m.op1.kind != fw::OperandKind::memory) return abi::kInvalidArgument;
-        if (uint32_t e = memory_.resolve(m.op1.addr, m.op1.host, n1, s)) {
+        if (uint32_t e = memory_.resolve_source(m.op1.addr, m.op1.host, n1, s)) {
           ACCL_LOG_ERROR("emulated CCLO: move operand 1: {} bytes at 0x{:x}{} are not valid memory", n1, m.op1.addr,
                          m.op1.host ? " (host)" : "");
           return e;
@@ -270,8 +270,18 @@ uint32_t Mover::move(const fw::Move& m) {
         if (p.count == 0) return 0;
         std::vector<std::byte> out(nr);
         produce(p, out.data(), 0, p.count);
-        streams_.push(m.stream_id, std::move(out));
-        return 0;
+        switch (streams_.push(m.stream_id, std::move(out), Clock::now() + io_timeout_)) {
+          case KernelStream::PushStatus::ok:
+            return 0;
+          case KernelStream::PushStatus::full:
+            ACCL_LOG_ERROR("emulated CCLO: kernel stream {} is full ({} of {} bytes queued): the kernel did not take "
+                           "{} bytes in time; KRNL_TIMEOUT_STS_ERROR",
+                           m.stream_id, streams_.available(), streams_.capacity(), nr);
+            return abi::kKrnlTimeoutStsError;
+          case KernelStream::PushStatus::interrupted:
+            return abi::kKrnlTimeoutStsError;
+        }
+        return abi::kKrnlTimeoutStsError;
       }
       case fw::OperandKind::network:
         return send(m, p);

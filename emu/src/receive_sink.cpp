@@ -42,8 +42,9 @@ const char* type_name(uint8_t t) {
 }
 }  // namespace
 
-ReceiveSink::ReceiveSink(ExchangeMemory& xmem, DeviceMemory& memory, KernelStream& streams, Wakeup& firmware_doorbell)
-    : xmem_(xmem), memory_(memory), streams_(streams), doorbell_(firmware_doorbell) {}
+ReceiveSink::ReceiveSink(ExchangeMemory& xmem, DeviceMemory& memory, KernelStream& streams, Wakeup& firmware_doorbell,
+                         std::chrono::nanoseconds stream_timeout)
+    : xmem_(xmem), memory_(memory), streams_(streams), doorbell_(firmware_doorbell), stream_timeout_(stream_timeout) {}
 
 ReceiveSink::~ReceiveSink() = default;
 
@@ -130,13 +131,17 @@ std::byte* ReceiveSink::place_rendezvous(const NetAddress& from, const abi::Wire
   // One window, one transfer: take it out so a duplicate cannot write again.
   // (Window::compressed needs no action: payload bytes land as they come,
   // the flag tells the firmware how to read them.)
+  // The transport keeps writing after this returns: it does so under a
+  // lease that close_window() can revoke if the receive fails meanwhile.
   auto f = std::make_unique<InFlight>();
   f->generation = generation_;
   f->window = it->w;
+  f->lease = std::make_shared<WriteLease>();
   std::byte* p = it->ptr;
   windows_.erase(it);
   t.kind = kWindow;
   t.token = next_token_++;
+  t.lease = f->lease;
   in_flight_.emplace(t.token, std::move(f));
   return h.count == 0 ? g_no_payload : p;
 }
@@ -242,7 +247,13 @@ void ReceiveSink::end_message(const NetAddress& from, const abi::WireHeader& h, 
       case kWindow: {
         auto it = in_flight_.find(t.token);
         if (it == in_flight_.end()) break;
-        if (it->second->generation == generation_) {
+        if (it->second->lease->revoked()) {
+          // Its receive was abandoned (close_window) or the datapath reset:
+          // nobody waits for this transfer, and what was not written is lost.
+          ACCL_LOG_INFO("emulated CCLO: rendezvous data from {} (ctx {}, rid {}, {} bytes) arrived after its window "
+                        "was closed; dropped",
+                        to_string(from), h.ctx, h.rid, h.count);
+        } else if (it->second->generation == generation_) {
           a.kind = fw::ArrivalKind::rendezvous_done;
           a.status = status != 0 ? (status | abi::kLinkError) : 0;
           push_arrival(a);
@@ -264,7 +275,15 @@ void ReceiveSink::end_message(const NetAddress& from, const abi::WireHeader& h, 
   }
   if (deliver_stream) {
     uint32_t id = h.strm >= abi::kStreamIdOffset ? h.strm - abi::kStreamIdOffset : h.strm;
-    streams_.push(id, std::move(stream_data));
+    // Back-pressure: this link waits (bounded) while the kernel stream is full.
+    const size_t bytes = stream_data.size();
+    if (streams_.push(id, std::move(stream_data), Clock::now() + stream_timeout_) ==
+        KernelStream::PushStatus::full)
+      ACCL_LOG_ERROR("emulated CCLO: kernel stream {} stayed full ({} of {} bytes queued) for {} ms; {} bytes "
+                     "stream_put by {} (seqn {}) dropped (KRNL_TIMEOUT_STS_ERROR)",
+                     id, streams_.available(), streams_.capacity(),
+                     std::chrono::duration_cast<std::chrono::milliseconds>(stream_timeout_).count(), bytes,
+                     to_string(from), h.seqn);
   }
   t = ReceiveTicket{};
   doorbell_.ring();
@@ -332,11 +351,40 @@ uint32_t ReceiveSink::open_window(const fw::Window& w) {
   return 0;
 }
 
+void ReceiveSink::revoke_all(const std::vector<std::shared_ptr<WriteLease>>& leases, const char* why) {
+  // A writer holds a lease for one bounded piece (a memcpy or non-blocking
+  // recv of at most WriteLease::kMaxPieceBytes), never across I/O waits, so
+  // this is normally over in microseconds; the bound only guards against a
+  // writer thread that is not scheduled for a long time.
+  constexpr auto kMaxWait = std::chrono::seconds(2);
+  for (const auto& lease : leases) {
+    if (!lease->revoke(std::chrono::steady_clock::now() + kMaxWait))
+      ACCL_LOG_ERROR("emulated CCLO: {}: a transport was still writing into a revoked rendezvous window after {} s",
+                     why, kMaxWait.count());
+  }
+}
+
 void ReceiveSink::close_window(const fw::Window& w) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::erase_if(windows_, [&](const OpenWindow& o) {
-    return o.w.peer_ip == w.peer_ip && o.w.peer_port == w.peer_port && o.w.ctx == w.ctx && o.w.rid == w.rid;
-  });
+  auto same = [&](const fw::Window& o) {
+    return o.peer_ip == w.peer_ip && o.peer_port == w.peer_port && o.ctx == w.ctx && o.rid == w.rid;
+  };
+  std::vector<std::shared_ptr<WriteLease>> revoke;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::erase_if(windows_, [&](const OpenWindow& o) { return same(o.w); });
+    // A transfer into this window that has begun and not ended: still being
+    // written by a transport thread.
+    for (const auto& [token, f] : in_flight_) {
+      if (f->lease && same(f->window) && f->window.addr == w.addr && f->window.host == w.host) {
+        ACCL_LOG_WARN("emulated CCLO: closing rendezvous window (peer {}, ctx {}, rid {}, {} bytes at 0x{:x}) while "
+                      "its transfer is in flight; the rest of it is dropped",
+                      to_string(NetAddress{w.peer_ip, static_cast<uint16_t>(w.peer_port)}), w.ctx, w.rid, w.bytes,
+                      w.addr);
+        revoke.push_back(f->lease);
+      }
+    }
+  }
+  revoke_all(revoke, "close_window");
 }
 
 size_t ReceiveSink::open_windows() const {
@@ -345,8 +393,11 @@ size_t ReceiveSink::open_windows() const {
 }
 
 void ReceiveSink::reset() {
+  std::vector<std::shared_ptr<WriteLease>> revoke;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [token, f] : in_flight_)
+      if (f->lease) revoke.push_back(f->lease);
     for (const auto& a : arrivals_) release_locked(a.token);
     arrivals_.clear();
     arrival_count_.store(0, std::memory_order_release);
@@ -358,6 +409,7 @@ void ReceiveSink::reset() {
     ++generation_;
     if (generation_ == 0) generation_ = 1;
   }
+  revoke_all(revoke, "reset");
   streams_.clear();
 }
 

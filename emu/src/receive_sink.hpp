@@ -33,6 +33,7 @@
 #include <accl_fw/dataplane.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -45,7 +46,10 @@ namespace accl::emu {
 
 class ReceiveSink final : public Sink {
  public:
-  ReceiveSink(ExchangeMemory& xmem, DeviceMemory& memory, KernelStream& streams, Wakeup& firmware_doorbell);
+  // stream_timeout: how long a stream_put message may wait for room in a
+  // full kernel stream before it is dropped (ACCL_TIMEOUT_MS).
+  ReceiveSink(ExchangeMemory& xmem, DeviceMemory& memory, KernelStream& streams, Wakeup& firmware_doorbell,
+              std::chrono::nanoseconds stream_timeout = std::chrono::seconds(10));
   ~ReceiveSink() override;
 
   // --- Sink (transport threads) ---
@@ -58,9 +62,15 @@ class ReceiveSink final : public Sink {
   bool pop_arrival(fw::Arrival& out);
   void release_payload(const fw::Arrival& a);
   uint32_t open_window(const fw::Window& w);
+  // Closes a window that is no longer wanted (its receive completed or
+  // failed). If its transfer is still in flight, the window is revoked:
+  // returns once nothing writes into it any more (bounded wait), so a failed
+  // receive never sees its buffer change afterwards; the rest of that
+  // transfer is dropped.
   void close_window(const fw::Window& w);
-  // Soft reset: drops queued arrivals (freeing their storage), windows and
-  // kernel stream data; messages in flight are discarded when they end.
+  // Soft reset: drops queued arrivals (freeing their storage), windows (also
+  // revoking those being written) and kernel stream data; messages in flight
+  // are discarded when they end.
   void reset();
 
   size_t arrival_count() const { return arrival_count_.load(std::memory_order_acquire); }
@@ -84,6 +94,9 @@ class ReceiveSink final : public Sink {
     uint32_t generation = 0;
     fw::Window window{};
     std::vector<std::byte> data;
+    // Windows: the transport writes into the window only under this lease,
+    // so close_window()/reset() can take the memory back mid-message.
+    std::shared_ptr<WriteLease> lease;
   };
   struct OpenWindow {
     fw::Window w;
@@ -95,11 +108,15 @@ class ReceiveSink final : public Sink {
   void push_arrival(fw::Arrival a);  // holds mutex_
   void release_locked(uint64_t token);
   void error_arrival(fw::ArrivalKind kind, const NetAddress& from, const abi::WireHeader& h, uint32_t status);
+  // Revokes the leases (outside mutex_) and waits, bounded, until no piece is
+  // being written into their windows.
+  static void revoke_all(const std::vector<std::shared_ptr<WriteLease>>& leases, const char* why);
 
   ExchangeMemory& xmem_;
   DeviceMemory& memory_;
   KernelStream& streams_;
   Wakeup& doorbell_;
+  const std::chrono::nanoseconds stream_timeout_;
   std::function<void(const NetAddress&)> on_link_failure_;
 
   mutable std::mutex mutex_;

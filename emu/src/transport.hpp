@@ -10,10 +10,15 @@
 
 #include <accl/abi.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace accl::emu {
@@ -29,13 +34,85 @@ struct NetAddress {
 };
 std::string to_string(const NetAddress& a);
 
+// Revocable permission to write one message's payload into memory the sink
+// does not own for good (a rendezvous window in a user buffer: the receive
+// may fail at its deadline while the data is still arriving). The transport
+// brackets every piece it stores with begin_write()/end_write() and stores
+// nothing more once begin_write() returned false; revoke() returns when no
+// piece is being stored, so afterwards the memory is the user's again.
+// Pieces are bounded (kMaxPieceBytes) and never wait for I/O while leased,
+// so a revoke waits for at most one memcpy or non-blocking recv.
+class WriteLease {
+ public:
+  static constexpr size_t kMaxPieceBytes = size_t{1} << 20;
+
+  // true: the caller may store one piece now and must call end_write().
+  bool begin_write() {
+    uint32_t prev = state_.fetch_add(kWriter, std::memory_order_acq_rel);
+    if ((prev & kRevoked) == 0) return true;
+    end_write();
+    return false;
+  }
+  void end_write() {
+    uint32_t prev = state_.fetch_sub(kWriter, std::memory_order_acq_rel);
+    if ((prev & kRevoked) != 0) {
+      // A revoker may be waiting: taking the mutex orders this wake-up after
+      // its predicate check, so it cannot be lost.
+      { std::lock_guard<std::mutex> lock(mutex_); }
+      idle_.notify_all();
+    }
+  }
+  // Forbids further pieces and waits, until `deadline`, for the piece being
+  // stored. false: a piece was still being stored at the deadline.
+  bool revoke(std::chrono::steady_clock::time_point deadline) {
+    state_.fetch_or(kRevoked, std::memory_order_acq_rel);
+    std::unique_lock<std::mutex> lock(mutex_);
+    return idle_.wait_until(lock, deadline,
+                            [&] { return state_.load(std::memory_order_acquire) < kWriter; });
+  }
+  bool revoked() const { return (state_.load(std::memory_order_acquire) & kRevoked) != 0; }
+
+ private:
+  static constexpr uint32_t kRevoked = 1;
+  static constexpr uint32_t kWriter = 2;  // state_ = writers * kWriter | revoked bit
+  std::atomic<uint32_t> state_{0};
+  std::mutex mutex_;
+  std::condition_variable idle_;
+};
+
 // Per-message state a Sink keeps between begin_message and end_message.
 struct ReceiveTicket {
   uint64_t token = 0;
   uint32_t rx_index = 0xFFFFFFFFu;
   uint32_t kind = 0;
   void* ptr = nullptr;
+  // Set by the sink when the destination may be taken back mid-message;
+  // transports then store the payload through store_payload() (or bracket
+  // their own pieces with the lease). Null: the memory stays valid until
+  // end_message.
+  std::shared_ptr<WriteLease> lease;
 };
+
+// Stores payload bytes [offset, offset + bytes) of a message whose
+// destination `dst` (from begin_message) is governed by `ticket`. false: the
+// destination was revoked, nothing more may be stored (the caller discards
+// the rest of the message but still calls end_message).
+inline bool store_payload(const ReceiveTicket& ticket, std::byte* dst, size_t offset, const void* src,
+                          size_t bytes) {
+  if (!ticket.lease) {
+    std::memcpy(dst + offset, src, bytes);
+    return true;
+  }
+  const auto* from = static_cast<const std::byte*>(src);
+  for (size_t done = 0; done < bytes;) {
+    const size_t n = std::min(bytes - done, WriteLease::kMaxPieceBytes);
+    if (!ticket.lease->begin_write()) return false;
+    std::memcpy(dst + offset + done, from + done, n);
+    ticket.lease->end_write();
+    done += n;
+  }
+  return true;
+}
 
 // The receive side of one emulated CCLO. Called by transports from any
 // thread; must be thread-safe.
@@ -46,7 +123,9 @@ class Sink {
   // bytes must be written, or nullptr to discard them (the sink records the
   // error itself). Never blocks for long. Every begin_message() is followed
   // by exactly one end_message() with the same ticket, also after nullptr;
-  // for header.count == 0 the result is a valid non-null pointer.
+  // for header.count == 0 the result is a valid non-null pointer. If the
+  // sink sets ticket.lease, the pointer is valid only while the lease is
+  // held (see WriteLease).
   // `from` is the peer's listening address (the one in communicator records).
   virtual std::byte* begin_message(const NetAddress& from, const abi::WireHeader& header,
                                    ReceiveTicket& ticket) = 0;
@@ -66,6 +145,24 @@ class PayloadWriter {
   // for the final piece. Returns error bits (0 = ok).
   virtual uint32_t write(std::byte* dst, size_t offset, size_t bytes) = 0;
 };
+
+// Lets `payload` produce a whole message straight into the destination `dst`
+// (count bytes) that begin_message returned with `ticket` (in-process links:
+// one copy). A leased destination is produced in bounded pieces, each under
+// the lease; once revoked, the rest is not produced and 0 is returned (the
+// message still ends normally and the sink drops it). Returns error bits.
+inline uint32_t produce_payload(PayloadWriter& payload, std::byte* dst, size_t count, const ReceiveTicket& ticket) {
+  if (!ticket.lease) return payload.write(dst, 0, count);
+  for (size_t offset = 0; offset < count;) {
+    const size_t n = std::min(count - offset, WriteLease::kMaxPieceBytes);  // a multiple of 64 unless last
+    if (!ticket.lease->begin_write()) return 0;
+    const uint32_t err = payload.write(dst + offset, offset, n);
+    ticket.lease->end_write();
+    if (err != 0) return err;
+    offset += n;
+  }
+  return 0;
+}
 
 // One direction to one peer. Messages on a link arrive in order or not at all
 // (a loss is reported through Sink::link_failed on the receiver).

@@ -78,7 +78,7 @@ class InprocLink final : public Link {
     ReceiveTicket ticket;
     std::byte* dst = ep->sink->begin_message(from_, header, ticket);
     uint32_t err = 0;
-    if (dst != nullptr && header.count > 0) err = payload.write(dst, 0, header.count);
+    if (dst != nullptr && header.count > 0) err = produce_payload(payload, dst, header.count, ticket);
     ep->sink->end_message(from_, header, ticket, err);
     ep->active.fetch_sub(1, std::memory_order_seq_cst);
     return err;

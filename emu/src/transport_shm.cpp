@@ -487,7 +487,7 @@ class InboundRing {
         const size_t avail = ctl_.head.load(std::memory_order_acquire) - tail;
         const size_t contiguous = ring_bytes_ - tail % ring_bytes_;
         const size_t n = std::min({avail, contiguous, size_t{header.count} - got, max_piece_});
-        if (dst != nullptr) std::memcpy(dst + got, data_ + tail % ring_bytes_, n);
+        if (dst != nullptr && !store_payload(ticket, dst, got, data_ + tail % ring_bytes_, n)) dst = nullptr;
         got += n;
         // Pieces are 64-byte multiples except the last, whose padding the
         // producer published with it.

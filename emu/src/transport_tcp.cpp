@@ -406,7 +406,16 @@ class TcpTransport final : public Transport {
       ssize_t n;
       const size_t remaining = c.header.count - c.payload_got;
       if (c.phase == Inbound::Phase::payload && c.dst != nullptr && remaining >= kDirectReadMin) {
-        n = ::recv(c.fd.get(), c.dst + c.payload_got, remaining, 0);
+        // A leased destination is written in bounded pieces, each under the
+        // lease (the recv is non-blocking: it never holds the lease long).
+        WriteLease* lease = c.ticket.lease.get();
+        if (lease != nullptr && !lease->begin_write()) {
+          c.dst = nullptr;  // revoked: the rest of the payload is read and dropped
+          continue;
+        }
+        n = ::recv(c.fd.get(), c.dst + c.payload_got,
+                   lease != nullptr ? std::min(remaining, WriteLease::kMaxPieceBytes) : remaining, 0);
+        if (lease != nullptr) lease->end_write();
         if (n > 0) {
           c.payload_got += static_cast<size_t>(n);
           if (c.payload_got == c.header.count) finish_message(c);
@@ -447,7 +456,7 @@ class TcpTransport final : public Transport {
         if (c.header_got == sizeof c.header) begin_message(c);
       } else {
         const size_t take = std::min<size_t>(c.header.count - c.payload_got, avail);
-        if (c.dst != nullptr) std::memcpy(c.dst + c.payload_got, src, take);
+        if (c.dst != nullptr && !store_payload(c.ticket, c.dst, c.payload_got, src, take)) c.dst = nullptr;
         c.payload_got += take;
         c.buf_pos += take;
         if (c.payload_got == c.header.count) finish_message(c);

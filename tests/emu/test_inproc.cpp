@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <functional>
 #include <thread>
 
 namespace accl::emu::test {
@@ -75,6 +78,85 @@ TEST(EmuInproc, DeliversWithOneWriterCall) {
   EXPECT_EQ(link->send(h, w, deadline), static_cast<uint32_t>(abi::kLinkError));
   EXPECT_EQ(a->connect(b->local_address(), deadline), nullptr);
   a->stop();
+}
+
+// Issue 7 on the in-process link, where the sender produces the payload
+// straight into the receiver's window: a receive that fails while its
+// rendezvous data is being produced closes the window; close_window waits
+// for the piece being produced and nothing is produced into the window
+// afterwards.
+TEST(EmuInproc, ClosedWindowStopsAProducingSender) {
+  auto d = make_device();
+  auto& dp = d->dataplane();
+  auto a = make_inproc_transport(at(0));
+  auto b = make_inproc_transport(at(0));
+  RecordingSink sa;
+  a->start(sa);
+  b->start(d->sink());  // the device's receive side behind a second address
+  constexpr size_t kPiece = WriteLease::kMaxPieceBytes;
+  constexpr uint32_t kBytes = 4 * kPiece;
+  auto buf = d->allocate(kBytes, MemoryKind::device, 0);
+  auto h = header(kBytes, 0, abi::kMsgRendezvousData);
+  h.rid = 9;
+  h.vaddr = buf.address;
+  fw::Window w;
+  w.peer_ip = a->local_address().ip;
+  w.peer_port = a->local_address().port;
+  w.ctx = h.ctx;
+  w.rid = h.rid;
+  w.addr = buf.address;
+  w.bytes = kBytes;
+  ASSERT_EQ(dp.open_window(w), 0u);
+
+  // The receive fails while the sender produces its second piece (the
+  // firmware thread may also come late, after some more pieces).
+  class SlowWriter final : public PayloadWriter {
+   public:
+    explicit SlowWriter(std::function<void()> on_second) : on_second_(std::move(on_second)) {}
+    uint32_t write(std::byte* dst, size_t, size_t bytes) override {
+      const int n = ++calls;
+      if (n == 2) {
+        on_second_();
+        std::this_thread::sleep_for(100ms);  // a close meanwhile must wait for this piece
+      }
+      std::memset(dst, 0x5A, bytes);
+      pieces_done = n;
+      return 0;
+    }
+    std::atomic<int> calls{0};
+    std::atomic<int> pieces_done{0};
+
+   private:
+    std::function<void()> on_second_;
+  };
+  std::thread firmware;
+  int calls_at_close = -1, done_at_close = -1;
+  SlowWriter writer([&] {
+    firmware = std::thread([&] {
+      dp.close_window(w);
+      calls_at_close = writer.calls;
+      done_at_close = writer.pieces_done;
+    });
+  });
+  auto deadline = Clock::now() + 5s;
+  auto link = a->connect(b->local_address(), deadline);
+  ASSERT_NE(link, nullptr);
+  EXPECT_EQ(link->send(h, writer, deadline), 0u);
+  ASSERT_TRUE(firmware.joinable()) << "the payload was produced in one piece, not under a lease";
+  firmware.join();
+  EXPECT_GE(done_at_close, 2) << "close_window returned while a piece was being produced";
+  EXPECT_EQ(done_at_close, calls_at_close);
+  EXPECT_EQ(writer.calls.load(), calls_at_close) << "a piece was produced into the window after it was closed";
+  ASSERT_LT(calls_at_close, 4) << "the close came too late to test anything";
+  const auto written = static_cast<long>(calls_at_close * kPiece);
+  auto back = read_back<uint8_t>(*d, buf.address, kBytes);
+  EXPECT_EQ(std::count(back.begin(), back.begin() + written, 0x5A), written);
+  EXPECT_EQ(std::count(back.begin() + written, back.end(), 0), static_cast<long>(kBytes) - written);
+  fw::Arrival arrival;
+  EXPECT_FALSE(dp.pop_arrival(arrival));
+  a->stop();
+  b->stop();
+  d->free(buf);
 }
 
 TEST(EmuInproc, SameAddressTwiceIsRejected) {

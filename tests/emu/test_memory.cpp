@@ -131,6 +131,38 @@ TEST(EmuMemory, ResolveErrors) {
   EXPECT_EQ(d.memory().resolve(~uint64_t{0}, false, 4, p), static_cast<uint32_t>(abi::kDmaDecodeError));
 }
 
+// Issue 7: the overflow store holds queued eager payloads; no address a
+// user, driver or peer names (move result, RX buffer, rendezvous window,
+// copy_to/from_device) may reach it. Only move operands may read it.
+TEST(EmuMemory, OverflowStoreIsNotAddressable) {
+  auto d = make_device();
+  auto& mem = d->memory();
+  auto addr = mem.overflow().allocate(256);
+  ASSERT_TRUE(addr.has_value());
+  const uint64_t inside = *addr + 64;
+  std::byte* p = nullptr;
+  EXPECT_EQ(mem.resolve(inside, false, 64, p), static_cast<uint32_t>(abi::kDmaDecodeError));
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(mem.resolve(mem.overflow().base(), false, 0, p), static_cast<uint32_t>(abi::kDmaDecodeError));
+  std::vector<std::byte> buf(64);
+  EXPECT_THROW(d->copy_to_device(inside, buf.data(), 64), std::out_of_range);
+  EXPECT_THROW(d->copy_from_device(inside, buf.data(), 64), std::out_of_range);
+  // A rendezvous window or an RX buffer there is refused.
+  fw::Window w;
+  w.peer_ip = 0x7F000001;
+  w.peer_port = 4000;
+  w.addr = inside;
+  w.bytes = 64;
+  EXPECT_EQ(d->dataplane().open_window(w), static_cast<uint32_t>(abi::kInvalidArgument));
+  // The firmware still reads queued payloads from it (move operands).
+  const std::byte* src = nullptr;
+  EXPECT_EQ(mem.resolve_source(inside, false, 64, src), 0u);
+  EXPECT_EQ(src, mem.overflow().translate(inside, 64));
+  EXPECT_EQ(mem.resolve_source(inside, false, mem.overflow().size(), src),
+            static_cast<uint32_t>(abi::kDmaSlaveError));
+  mem.overflow().free(*addr);
+}
+
 TEST(EmuMemory, ConcurrentAllocateAndFree) {
   auto d = make_device();
   std::vector<std::thread> threads;

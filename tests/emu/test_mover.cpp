@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+#include <thread>
 
 namespace accl::emu::test {
 namespace {
@@ -202,6 +203,67 @@ TEST_F(EmuMover, KernelStreamLoopback) {
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(dp.move(pull), static_cast<uint32_t>(abi::kKrnlTimeoutStsError));
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 20ms);
+}
+
+// Issue 7: the kernel stream is bounded. A push waits for room (bounded by
+// its deadline) and then fails; pulls make room; shutdown wakes pushers.
+TEST(EmuKernelStream, PushAppliesBoundedBackPressure) {
+  using namespace std::chrono;
+  KernelStream ks(1024);
+  EXPECT_EQ(ks.capacity(), 1024u);
+  EXPECT_EQ(ks.push(1, std::vector<std::byte>(1000), steady_clock::now()), KernelStream::PushStatus::ok);
+  // Full: a push that does not fit fails at its deadline, not earlier.
+  auto t0 = steady_clock::now();
+  EXPECT_EQ(ks.push(2, std::vector<std::byte>(100), t0 + 30ms), KernelStream::PushStatus::full);
+  EXPECT_GE(steady_clock::now() - t0, 30ms);
+  EXPECT_EQ(ks.available(), 1000u);
+  // A pull makes room for a waiting pusher.
+  std::thread kernel([&] {
+    std::this_thread::sleep_for(50ms);
+    std::vector<std::byte> out(500);
+    EXPECT_TRUE(ks.pull(out.data(), 500, steady_clock::now() + 1s));
+  });
+  EXPECT_EQ(ks.push(3, std::vector<std::byte>(400), steady_clock::now() + 10s), KernelStream::PushStatus::ok);
+  kernel.join();
+  EXPECT_EQ(ks.available(), 900u);
+  // A chunk larger than the capacity waits for an empty queue.
+  std::thread drain([&] {
+    std::this_thread::sleep_for(20ms);
+    std::vector<std::byte> out(900);
+    EXPECT_TRUE(ks.pull(out.data(), 900, steady_clock::now() + 1s));
+  });
+  EXPECT_EQ(ks.push(4, std::vector<std::byte>(4096), steady_clock::now() + 10s), KernelStream::PushStatus::ok);
+  drain.join();
+  EXPECT_EQ(ks.available(), 4096u);
+  // Shutdown ends a blocked push at once.
+  std::thread stop([&] {
+    std::this_thread::sleep_for(20ms);
+    ks.interrupt();
+  });
+  t0 = steady_clock::now();
+  EXPECT_EQ(ks.push(5, std::vector<std::byte>(1), t0 + 10s), KernelStream::PushStatus::interrupted);
+  EXPECT_LT(steady_clock::now() - t0, 5s);
+  stop.join();
+}
+
+// A RES_STREAM move into a full kernel stream fails with a kernel timeout
+// after the I/O timeout instead of queueing without limit.
+TEST_F(EmuMover, FullKernelStreamFailsTheMove) {
+  auto& streams = d->streams();
+  ASSERT_EQ(streams.push(1, std::vector<std::byte>(streams.capacity()), std::chrono::steady_clock::now()),
+            KernelStream::PushStatus::ok);
+  std::vector<float> v{1, 2, 3, 4};
+  auto p = put(v);
+  fw::Move push = copy_move(4, p.address, 0);
+  push.res.kind = fw::OperandKind::stream;
+  d->mover().set_io_timeout(20ms);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(d->dataplane().move(push), static_cast<uint32_t>(abi::kKrnlTimeoutStsError));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 20ms);
+  EXPECT_EQ(streams.available(), streams.capacity());
+  streams.clear();
+  EXPECT_EQ(d->dataplane().move(push), 0u);
+  EXPECT_EQ(streams.available(), 16u);
 }
 
 TEST_F(EmuMover, NetworkResultLandsInPeerRxBuffer) {

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <map>
 #include <thread>
 
@@ -45,8 +47,8 @@ bool pattern_ok(const std::byte* p, size_t n, uint8_t seed) {
 }
 
 const std::byte* payload(EmuDevice& d, const fw::Arrival& a) {
-  std::byte* p = nullptr;
-  EXPECT_EQ(d.memory().resolve(a.payload_addr, a.payload_host, a.header.count, p), 0u);
+  const std::byte* p = nullptr;  // RX buffer or overflow store: what the firmware reads
+  EXPECT_EQ(d.memory().resolve_source(a.payload_addr, a.payload_host, a.header.count, p), 0u);
   return p;
 }
 
@@ -151,6 +153,38 @@ TEST(EmuSink, StreamMessagesGoToKernelStream) {
   EXPECT_TRUE(pattern_ok(out.data(), 128, 11));
 }
 
+// Issue 7: stream_put data from peers no longer queues without limit. A
+// message that finds the kernel stream full waits (back-pressure on its
+// link) until the kernel pulls, or is dropped at the timeout.
+TEST(EmuSink, StreamMessagesWaitForRoomThenAreDropped) {
+  ExchangeMemory xmem;
+  DeviceMemory memory(1, 1 << 20, 1 << 20);
+  KernelStream streams(256);
+  Wakeup doorbell(std::chrono::nanoseconds(0));
+  ReceiveSink sink(xmem, memory, streams, doorbell, 50ms);
+  auto h = header(200);
+  h.strm = abi::kStreamIdOffset + 1;
+  ASSERT_TRUE(deliver(sink, kPeer, h, 1));
+  EXPECT_EQ(streams.available(), 200u);
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(deliver(sink, kPeer, h, 2));  // no room: dropped after the timeout
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 50ms);
+  EXPECT_EQ(streams.available(), 200u);
+  // The kernel pulls meanwhile: the waiting message gets in.
+  std::thread kernel([&] {
+    std::this_thread::sleep_for(20ms);
+    std::vector<std::byte> out(200);
+    EXPECT_TRUE(streams.pull(out.data(), 200, std::chrono::steady_clock::now() + 1s));
+    EXPECT_TRUE(pattern_ok(out.data(), 200, 1));
+  });
+  ASSERT_TRUE(deliver(sink, kPeer, h, 3));
+  kernel.join();
+  ASSERT_EQ(streams.available(), 200u);
+  std::vector<std::byte> out(200);
+  ASSERT_TRUE(streams.pull(out.data(), 200, std::chrono::steady_clock::now()));
+  EXPECT_TRUE(pattern_ok(out.data(), 200, 3));
+}
+
 TEST(EmuSink, RendezvousNeedsAnExactlyMatchingWindow) {
   auto d = make_device();
   auto& dp = d->dataplane();
@@ -206,6 +240,77 @@ TEST(EmuSink, RendezvousNeedsAnExactlyMatchingWindow) {
   // Windows must be valid memory.
   w.addr = 0x1234;
   EXPECT_EQ(dp.open_window(w), static_cast<uint32_t>(abi::kInvalidArgument));
+  d->free(buf);
+}
+
+// Issue 7: a receive that failed (its window closed) must never see its
+// buffer change afterwards, although the transport took the window's pointer
+// at message begin and is still writing the rest of the message.
+TEST(EmuSink, ClosingAWindowInFlightRevokesIt) {
+  auto d = make_device();
+  auto& dp = d->dataplane();
+  constexpr size_t kPiece = WriteLease::kMaxPieceBytes;
+  constexpr uint32_t kBytes = 3 * kPiece;
+  auto buf = d->allocate(kBytes, MemoryKind::device, 0);
+  auto h = header(kBytes, 0, abi::kMsgRendezvousData);
+  h.rid = 6;
+  h.vaddr = buf.address;
+  fw::Window w;
+  w.peer_ip = kPeer.ip;
+  w.peer_port = kPeer.port;
+  w.ctx = h.ctx;
+  w.rid = h.rid;
+  w.addr = buf.address;
+  w.bytes = kBytes;
+  ASSERT_EQ(dp.open_window(w), 0u);
+  ReceiveTicket t;
+  std::byte* dst = d->sink().begin_message(kPeer, h, t);
+  ASSERT_NE(dst, nullptr);
+  ASSERT_TRUE(t.lease) << "a window must be handed out under a revocable lease";
+  const std::vector<std::byte> ones(kPiece, std::byte{1});
+  EXPECT_TRUE(store_payload(t, dst, 0, ones.data(), kPiece));
+
+  // The transport is in the middle of its second piece when the receive
+  // fails: close_window must wait for that piece, then forbid the rest.
+  ASSERT_TRUE(t.lease->begin_write());
+  std::atomic<bool> closed{false};
+  std::thread firmware([&] {
+    dp.close_window(w);
+    closed = true;
+  });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(closed.load()) << "close_window returned while a piece was being written";
+  std::memcpy(dst + kPiece, ones.data(), kPiece);
+  t.lease->end_write();
+  firmware.join();
+  EXPECT_TRUE(closed.load());
+  EXPECT_TRUE(t.lease->revoked());
+  EXPECT_FALSE(store_payload(t, dst, 2 * kPiece, ones.data(), kPiece));
+  d->sink().end_message(kPeer, h, t, 0);
+  fw::Arrival a;
+  EXPECT_FALSE(dp.pop_arrival(a)) << "nobody waits for a revoked transfer";
+  auto back = read_back<uint8_t>(*d, buf.address, kBytes);
+  EXPECT_EQ(std::count(back.begin(), back.begin() + 2 * kPiece, 1), static_cast<long>(2 * kPiece));
+  EXPECT_EQ(std::count(back.begin() + 2 * kPiece, back.end(), 0), static_cast<long>(kPiece));
+
+  // A reset revokes transfers in flight the same way.
+  ASSERT_EQ(dp.open_window(w), 0u);
+  ReceiveTicket t2;
+  dst = d->sink().begin_message(kPeer, h, t2);
+  ASSERT_NE(dst, nullptr);
+  ASSERT_TRUE(t2.lease);
+  dp.reset_datapath();
+  EXPECT_FALSE(store_payload(t2, dst, 0, ones.data(), kPiece));
+  d->sink().end_message(kPeer, h, t2, 0);
+  EXPECT_FALSE(dp.pop_arrival(a));
+
+  // A transfer that completes is not affected by the later close.
+  ASSERT_EQ(dp.open_window(w), 0u);
+  EXPECT_TRUE(deliver(d->sink(), kPeer, h, 9));
+  ASSERT_TRUE(dp.pop_arrival(a));
+  EXPECT_EQ(a.kind, fw::ArrivalKind::rendezvous_done);
+  EXPECT_EQ(a.status, 0u);
+  dp.close_window(w);
   d->free(buf);
 }
 

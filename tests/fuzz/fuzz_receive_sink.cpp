@@ -391,8 +391,8 @@ class Harness {
     if (stale_.count(a.token)) return;  // from before a reset: must change nothing (checked by check_rx_records)
     if (a.rx_index != 0xFFFFFFFFu && a.rx_index < rx_count_) rx_busy_[a.rx_index] = false;
     if (a.token != 0 && a.rx_index == 0xFFFFFFFFu) {
-      std::byte* p = nullptr;
-      dev_.memory().resolve(a.payload_addr, false, 0, p);
+      const std::byte* p = nullptr;
+      dev_.memory().resolve_source(a.payload_addr, false, 0, p);
       drop_overflow(p);
     }
   }
@@ -435,8 +435,8 @@ class Harness {
                  "arrival names RX buffer %u at 0x%llx, table has %u", a.rx_index,
                  static_cast<unsigned long long>(a.payload_addr), rx_count_);
     }
-    std::byte* p = nullptr;
-    FUZZ_CHECK(dev_.memory().resolve(a.payload_addr, a.payload_host, h.count, p) == 0,
+    const std::byte* p = nullptr;
+    FUZZ_CHECK(dev_.memory().resolve_source(a.payload_addr, a.payload_host, h.count, p) == 0,
                "arrival payload at 0x%llx (%u bytes) is not readable memory",
                static_cast<unsigned long long>(a.payload_addr), h.count);
     if (e.full)

@@ -253,8 +253,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       window_used = true;
     }
     if (a.kind == fw::ArrivalKind::message && a.status == 0 && h.count > 0) {
-      std::byte* p = nullptr;
-      FUZZ_CHECK(w.dev->memory().resolve(a.payload_addr, a.payload_host, h.count, p) == 0,
+      const std::byte* p = nullptr;
+      FUZZ_CHECK(w.dev->memory().resolve_source(a.payload_addr, a.payload_host, h.count, p) == 0,
                  "T3: payload of %u bytes at 0x%llx is not readable", h.count,
                  static_cast<unsigned long long>(a.payload_addr));
       volatile std::byte sink_read = p[h.count - 1];  // ASan: the whole payload is addressable

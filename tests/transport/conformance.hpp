@@ -7,6 +7,7 @@
 
 #include "transport_test_util.hpp"
 
+#include <algorithm>
 #include <future>
 
 namespace accl::emu::test {
@@ -193,6 +194,80 @@ TEST_P(TransportConformance, SinkMayDiscardPayloads) {
       EXPECT_EQ(check_pattern(got[i].data, static_cast<uint32_t>(i)), std::string::npos);
     }
   }
+}
+
+// Issue 7: the sink may take a destination back mid-message (a rendezvous
+// window whose receive failed). Once WriteLease::revoke() returned, the
+// transport must not store a single byte more into it, although the rest of
+// the message is still arriving; the link must stay usable.
+TEST_P(TransportConformance, RevokedDestinationIsNotWrittenAnyMore) {
+  auto p = make_pair(false);
+  p->sink_b.lease_messages = true;
+  start_pair(*p);
+  auto link = p->a->connect(p->b->local_address(), in(5000ms));
+  ASSERT_NE(link, nullptr);
+  constexpr size_t kBytes = 6 << 20;
+  constexpr size_t kPauseAt = 1 << 20;
+  // The sender stops after the piece that reaches kPauseAt until the test has
+  // revoked the destination: everything after that piece is sent later.
+  std::mutex m;
+  std::condition_variable cv;
+  bool paused = false, resume = false;
+  size_t pause_end = 0;
+  PatternWriter writer(1, kBytes);
+  writer.after_piece = [&](size_t offset, size_t bytes) {
+    if (offset + bytes < kPauseAt || pause_end != 0) return;
+    std::unique_lock lock(m);
+    pause_end = offset + bytes;
+    paused = true;
+    cv.notify_all();
+    cv.wait_for(lock, 20s, [&] { return resume; });
+  };
+  uint32_t send_rc = 0xFFFFFFFFu;
+  std::thread sender([&] { send_rc = link->send(make_header(kBytes, 1), writer, in(60000ms)); });
+  auto release_sender = [&] {
+    std::lock_guard lock(m);
+    resume = true;
+    cv.notify_all();
+  };
+  {
+    std::unique_lock lock(m);
+    if (!cv.wait_for(lock, 20s, [&] { return paused; })) ADD_FAILURE() << "the sender never reached the pause";
+  }
+  RecordingSink::Leased leased;
+  if (!p->sink_b.wait_leased(1, 20000ms, leased)) {
+    release_sender();
+    sender.join();
+    FAIL() << "the message never began at the receiver";
+  }
+  ASSERT_EQ(leased.bytes, kBytes);
+  EXPECT_TRUE(leased.lease->revoke(Clock::now() + 5s)) << "the transport held the lease for seconds";
+  // From here on the destination is ours: nothing may change it any more.
+  std::vector<std::byte> at_revoke(leased.dst, leased.dst + kBytes);
+  release_sender();
+  sender.join();
+  EXPECT_EQ(send_rc, 0u);
+  ASSERT_TRUE(p->sink_b.wait_messages(1, 30000ms));
+  ASSERT_GT(pause_end, 0u);
+  ASSERT_LT(pause_end, kBytes);
+
+  // The link still carries messages, intact and in order.
+  PatternWriter next(2, 100000);
+  ASSERT_EQ(link->send(make_header(100000, 2), next, in(10000ms)), 0u);
+  ASSERT_TRUE(p->sink_b.wait_messages(2, 30000ms));
+  auto got = p->sink_b.messages();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].header.tag, 1u);
+  EXPECT_EQ(got[0].data.size(), kBytes);
+  EXPECT_TRUE(got[0].data == at_revoke) << "the destination changed after revoke()";
+  const size_t late = static_cast<size_t>(
+      std::count(got[0].data.begin() + static_cast<std::ptrdiff_t>(pause_end), got[0].data.end(), std::byte{0}));
+  EXPECT_EQ(late, kBytes - pause_end) << "bytes sent after the revocation were stored";
+  EXPECT_EQ(got[1].status, 0u);
+  EXPECT_EQ(got[1].header.tag, 2u);
+  EXPECT_EQ(check_pattern(got[1].data, 2), std::string::npos);
+  EXPECT_EQ(p->sink_b.overlap_violations.load(), 0);
+  EXPECT_EQ(p->sink_b.ticket_violations.load(), 0);
 }
 
 TEST_P(TransportConformance, ConnectReusesTheLink) {

@@ -122,6 +122,37 @@ TEST(UdpDetectAndReport, DuplicatesAreDropped) {
   EXPECT_TRUE(sink_b.failures().empty());
 }
 
+// Without retransmission, an acknowledgement that is only late (receiver
+// thread descheduled longer than the initial RTO, as under ThreadSanitizer
+// on a loaded machine) is not a loss: the link must stay up. Failed before
+// (transport-udp under TSan: DuplicatesAreDropped broke off mid-stream).
+TEST(UdpDetectAndReport, LateAcknowledgementIsNotALoss) {
+  UdpTuning tuning;
+  tuning.retransmit = false;
+  RecordingSink sink_a, sink_b;
+  // Each message stalls the receiving thread 4 initial RTOs before it acks.
+  sink_b.begin_hook = [&](const abi::WireHeader&) { std::this_thread::sleep_for(4 * tuning.initial_rto); };
+  auto a = make_udp_transport(options(), tuning);
+  auto b = make_udp_transport(options(), UdpTuning{.retransmit = false});
+  a->start(sink_a);
+  b->start(sink_b);
+  auto link = a->connect(b->local_address(), in(5000ms));
+  ASSERT_NE(link, nullptr);
+  ASSERT_EQ(stream(*link, 5, 1000), 5);
+  ASSERT_TRUE(sink_b.wait_messages(5, 10000ms));
+  std::this_thread::sleep_for(200ms);  // acks of the last ones, and the timers after them
+  auto got = sink_b.messages();
+  ASSERT_EQ(got.size(), 5u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].status, 0u);
+    EXPECT_EQ(check_pattern(got[i].data, got[i].header.tag), std::string::npos);
+  }
+  EXPECT_TRUE(sink_b.failures().empty());
+  EXPECT_TRUE(sink_a.failures().empty());
+  PatternWriter w(99, 100);
+  EXPECT_EQ(link->send(make_header(100, 99), w, in(5000ms)), 0u) << "the sender broke the link";
+}
+
 // Heavy loss with retransmission: everything arrives, in order, intact.
 TEST(UdpRetransmit, HeavyLossIsRepaired) {
   UdpTuning tuning;

@@ -123,6 +123,12 @@ class RecordingSink final : public Sink {
     if (begin_hook) begin_hook(header);
     if (!msg->discarded) msg->data.resize(header.count);
     std::byte* dst = msg->discarded ? nullptr : msg->data.data();
+    if (lease_messages && dst != nullptr) {
+      ticket.lease = std::make_shared<WriteLease>();
+      std::lock_guard lock(mutex_);
+      leased_.push_back(Leased{ticket.lease, dst, header.count});
+      cv_.notify_all();
+    }
     ticket.ptr = msg.release();
     return dst;
   }
@@ -166,6 +172,19 @@ class RecordingSink final : public Sink {
     std::lock_guard lock(mutex_);
     return messages_.size();
   }
+  // A destination handed out under a lease (lease_messages).
+  struct Leased {
+    std::shared_ptr<WriteLease> lease;
+    std::byte* dst = nullptr;
+    size_t bytes = 0;
+  };
+  // Waits until `n` leased messages began; false on timeout.
+  bool wait_leased(size_t n, std::chrono::milliseconds timeout, Leased& out) {
+    std::unique_lock lock(mutex_);
+    if (!cv_.wait_for(lock, timeout, [&] { return leased_.size() >= n; })) return false;
+    out = leased_[n - 1];
+    return true;
+  }
   std::vector<std::pair<NetAddress, uint32_t>> failures() {
     std::lock_guard lock(mutex_);
     return failures_;
@@ -176,6 +195,9 @@ class RecordingSink final : public Sink {
   std::atomic<int> ticket_violations{0};
   // Set before start(): which messages to discard (sink returns nullptr).
   std::function<bool(const abi::WireHeader&)> discard;
+  // Set before start(): hand out every destination under a WriteLease, as
+  // the emulator's sink does for rendezvous windows.
+  bool lease_messages = false;
   // Set before start(): runs inside begin_message (e.g. to slow the reader).
   std::function<void(const abi::WireHeader&)> begin_hook;
 
@@ -185,6 +207,7 @@ class RecordingSink final : public Sink {
   std::vector<Received> messages_;
   std::vector<std::pair<NetAddress, uint32_t>> failures_;
   std::map<NetAddress, int, AddressLess> in_progress_;
+  std::vector<Leased> leased_;
 };
 
 inline NetAddress loopback(uint16_t port = 0) { return NetAddress{0x7F000001u, port}; }
