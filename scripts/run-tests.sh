@@ -44,8 +44,9 @@ sanitizer_tests=(
   transport-tcp transport-shm transport-udp core-async
 )
 asan_only_tests=(core-primitives core-errors)
-mpi_sanitizer_targets=(pmpi/libaccl_pmpi.so tests/pmpi/pmpi_test_colls_plain tests/pmpi/pmpi_test_p2p_plain)
-mpi_sanitizer_tests=(pmpi_colls_preload_np2_quick pmpi_p2p_preload_np2_quick)
+mpi_sanitizer_targets=(pmpi/libaccl_pmpi.so tests/pmpi/pmpi_test_colls_plain tests/pmpi/pmpi_test_p2p_plain
+  tests/pmpi/pmpi_test_bad_input_plain)
+mpi_sanitizer_tests=(pmpi_colls_preload_np2_quick pmpi_p2p_preload_np2_quick pmpi_bad_input_preload_np3)
 
 # Open MPI's own allocations are not ours to fix: no leak checking in MPI runs.
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * Bad arguments to intercepted calls: with MPI_ERRORS_RETURN every call must
+ * come back with the error class the native MPI gives for the same arguments
+ * (the layer must not offload, crash, hang or write anything), and the
+ * buffers must be untouched. The expected class is taken from PMPI_* itself
+ * on the same arguments, so the test holds whatever MPI checks. Each case is
+ * bad on every rank, as an MPI program would be, so nothing waits on a peer.
+ * Afterwards one valid allreduce and one send/recv prove the layer still works.
+ */
+#include "common.h"
+
+#include <stdint.h>
+
+#define N 64
+#define SENTINEL 0x5a
+
+static unsigned char sbuf[4 * N * 8], rbuf[4 * N * 8];
+
+static void reset_buffers(void) {
+  memset(sbuf, 1, sizeof sbuf);
+  memset(rbuf, SENTINEL, sizeof rbuf);
+}
+
+static int untouched(void) {
+  for (size_t i = 0; i < sizeof rbuf; ++i)
+    if (rbuf[i] != SENTINEL) return 0;
+  for (size_t i = 0; i < sizeof sbuf; ++i)
+    if (sbuf[i] != 1) return 0;
+  return 1;
+}
+
+static int error_class(int rc) {
+  int cls = MPI_SUCCESS;
+  if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+  return cls;
+}
+
+/* Runs `layer` (the intercepted call) and `native` (PMPI) on the same bad
+ * arguments and compares the outcome. */
+#define SAME_AS_NATIVE(what, layer, native)                                                        \
+  do {                                                                                             \
+    t_context = what;                                                                              \
+    reset_buffers();                                                                               \
+    int expect = error_class(native);                                                              \
+    reset_buffers();                                                                               \
+    int got = error_class(layer);                                                                  \
+    CHECK(expect != MPI_SUCCESS, "native MPI accepted these arguments; the case is not bad input"); \
+    CHECK(got == expect, "error class %d, native MPI gives %d", got, expect);                      \
+    CHECK(untouched(), "a buffer changed although the call failed");                               \
+  } while (0)
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &t_rank);
+  int size;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  /* MPI_COMM_NULL errors are raised on MPI_COMM_WORLD. */
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm dup;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  const int peer = (t_rank + 1) % size, from = (t_rank + size - 1) % size;
+
+  /* collectives: count, root, type, op, communicator */
+  SAME_AS_NATIVE("bcast count -1", MPI_Bcast(rbuf, -1, MPI_INT, 0, dup), PMPI_Bcast(rbuf, -1, MPI_INT, 0, dup));
+  SAME_AS_NATIVE("bcast root = size", MPI_Bcast(rbuf, N, MPI_INT, size, dup),
+                 PMPI_Bcast(rbuf, N, MPI_INT, size, dup));
+  SAME_AS_NATIVE("bcast root -7", MPI_Bcast(rbuf, N, MPI_INT, -7, dup), PMPI_Bcast(rbuf, N, MPI_INT, -7, dup));
+  SAME_AS_NATIVE("bcast null type", MPI_Bcast(rbuf, N, MPI_DATATYPE_NULL, 0, dup),
+                 PMPI_Bcast(rbuf, N, MPI_DATATYPE_NULL, 0, dup));
+  SAME_AS_NATIVE("bcast null comm", MPI_Bcast(rbuf, N, MPI_INT, 0, MPI_COMM_NULL),
+                 PMPI_Bcast(rbuf, N, MPI_INT, 0, MPI_COMM_NULL));
+  SAME_AS_NATIVE("allreduce count -1", MPI_Allreduce(sbuf, rbuf, -1, MPI_FLOAT, MPI_SUM, dup),
+                 PMPI_Allreduce(sbuf, rbuf, -1, MPI_FLOAT, MPI_SUM, dup));
+  SAME_AS_NATIVE("allreduce null op", MPI_Allreduce(sbuf, rbuf, N, MPI_FLOAT, MPI_OP_NULL, dup),
+                 PMPI_Allreduce(sbuf, rbuf, N, MPI_FLOAT, MPI_OP_NULL, dup));
+  SAME_AS_NATIVE("allreduce null type", MPI_Allreduce(sbuf, rbuf, N, MPI_DATATYPE_NULL, MPI_SUM, dup),
+                 PMPI_Allreduce(sbuf, rbuf, N, MPI_DATATYPE_NULL, MPI_SUM, dup));
+  SAME_AS_NATIVE("allreduce null comm", MPI_Allreduce(sbuf, rbuf, N, MPI_FLOAT, MPI_SUM, MPI_COMM_NULL),
+                 PMPI_Allreduce(sbuf, rbuf, N, MPI_FLOAT, MPI_SUM, MPI_COMM_NULL));
+  SAME_AS_NATIVE("reduce root = size", MPI_Reduce(sbuf, rbuf, N, MPI_INT, MPI_MAX, size, dup),
+                 PMPI_Reduce(sbuf, rbuf, N, MPI_INT, MPI_MAX, size, dup));
+  SAME_AS_NATIVE("reduce count -3", MPI_Reduce(sbuf, rbuf, -3, MPI_INT, MPI_MAX, 0, dup),
+                 PMPI_Reduce(sbuf, rbuf, -3, MPI_INT, MPI_MAX, 0, dup));
+  SAME_AS_NATIVE("gather root -1", MPI_Gather(sbuf, N, MPI_INT, rbuf, N, MPI_INT, -1, dup),
+                 PMPI_Gather(sbuf, N, MPI_INT, rbuf, N, MPI_INT, -1, dup));
+  SAME_AS_NATIVE("scatter root = size", MPI_Scatter(sbuf, N, MPI_INT, rbuf, N, MPI_INT, size, dup),
+                 PMPI_Scatter(sbuf, N, MPI_INT, rbuf, N, MPI_INT, size, dup));
+  SAME_AS_NATIVE("allgather count -1", MPI_Allgather(sbuf, -1, MPI_INT, rbuf, -1, MPI_INT, dup),
+                 PMPI_Allgather(sbuf, -1, MPI_INT, rbuf, -1, MPI_INT, dup));
+  SAME_AS_NATIVE("alltoall null type", MPI_Alltoall(sbuf, N, MPI_DATATYPE_NULL, rbuf, N, MPI_INT, dup),
+                 PMPI_Alltoall(sbuf, N, MPI_DATATYPE_NULL, rbuf, N, MPI_INT, dup));
+  SAME_AS_NATIVE("reduce_scatter_block count -1",
+                 MPI_Reduce_scatter_block(sbuf, rbuf, -1, MPI_INT, MPI_SUM, dup),
+                 PMPI_Reduce_scatter_block(sbuf, rbuf, -1, MPI_INT, MPI_SUM, dup));
+  SAME_AS_NATIVE("barrier null comm", MPI_Barrier(MPI_COMM_NULL), PMPI_Barrier(MPI_COMM_NULL));
+
+  /* point-to-point: peer rank, tag, count, type, communicator */
+  SAME_AS_NATIVE("send dest = size", MPI_Send(sbuf, N, MPI_INT, size, 1, dup), PMPI_Send(sbuf, N, MPI_INT, size, 1, dup));
+  SAME_AS_NATIVE("send tag -5", MPI_Send(sbuf, N, MPI_INT, peer, -5, dup), PMPI_Send(sbuf, N, MPI_INT, peer, -5, dup));
+  SAME_AS_NATIVE("send count -1", MPI_Send(sbuf, -1, MPI_INT, peer, 1, dup), PMPI_Send(sbuf, -1, MPI_INT, peer, 1, dup));
+  SAME_AS_NATIVE("send null type", MPI_Send(sbuf, N, MPI_DATATYPE_NULL, peer, 1, dup),
+                 PMPI_Send(sbuf, N, MPI_DATATYPE_NULL, peer, 1, dup));
+  SAME_AS_NATIVE("recv source = size", MPI_Recv(rbuf, N, MPI_INT, size, 1, dup, MPI_STATUS_IGNORE),
+                 PMPI_Recv(rbuf, N, MPI_INT, size, 1, dup, MPI_STATUS_IGNORE));
+  SAME_AS_NATIVE("recv null comm", MPI_Recv(rbuf, N, MPI_INT, from, 1, MPI_COMM_NULL, MPI_STATUS_IGNORE),
+                 PMPI_Recv(rbuf, N, MPI_INT, from, 1, MPI_COMM_NULL, MPI_STATUS_IGNORE));
+  {
+    MPI_Request req = MPI_REQUEST_NULL, nreq = MPI_REQUEST_NULL;
+    SAME_AS_NATIVE("irecv count -1", MPI_Irecv(rbuf, -1, MPI_INT, from, 1, dup, &req),
+                   PMPI_Irecv(rbuf, -1, MPI_INT, from, 1, dup, &nreq));
+    CHECK(req == MPI_REQUEST_NULL || req == nreq, "a failed MPI_Irecv left a live request");
+    SAME_AS_NATIVE("isend dest -9", MPI_Isend(sbuf, N, MPI_INT, -9, 1, dup, &req),
+                   PMPI_Isend(sbuf, N, MPI_INT, -9, 1, dup, &nreq));
+  }
+  SAME_AS_NATIVE("sendrecv dest = size",
+                 MPI_Sendrecv(sbuf, N, MPI_INT, size, 1, rbuf, N, MPI_INT, from, 1, dup, MPI_STATUS_IGNORE),
+                 PMPI_Sendrecv(sbuf, N, MPI_INT, size, 1, rbuf, N, MPI_INT, from, 1, dup, MPI_STATUS_IGNORE));
+
+  /* The layer still works after all of that. */
+  t_context = "valid calls afterwards";
+  int one = 1, sum = 0;
+  int rc = MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, dup);
+  CHECK_RC(rc);
+  CHECK(sum == size, "allreduce gave %d, want %d", sum, size);
+  int token = t_rank, got = -1;
+  rc = MPI_Sendrecv(&token, 1, MPI_INT, peer, 7, &got, 1, MPI_INT, from, 7, dup, MPI_STATUS_IGNORE);
+  CHECK_RC(rc);
+  CHECK(got == from, "sendrecv gave %d, want %d", got, from);
+  expect_offloaded("MPI_Allreduce");
+
+  MPI_Comm_free(&dup);
+  return finish("test_bad_input");
+}
