@@ -12,6 +12,7 @@
 // functions); it runs natively.
 #include "pmpi.hpp"
 
+#include <utility>
 #include <vector>
 
 extern "C" {
@@ -69,23 +70,22 @@ int with_status(F* fstatus, Fn&& fn) {
   return rc;
 }
 
-// Runs `fn` with a place for a new C request and hands the request out as a
+// Runs `fn` with a place for a new C handle and hands the handle out as a
 // Fortran integer if the call succeeded.
-template <typename Fn>
-int with_new_request(F* freq, Fn&& fn) {
-  MPI_Request r = MPI_REQUEST_NULL;
-  const int rc = fn(&r);
-  if (rc == MPI_SUCCESS) *freq = req_c2f(r);
+template <typename Handle, typename ToFortran, typename Fn>
+int with_new_handle(F* fhandle, Handle null_handle, ToFortran to_fortran, Fn&& fn) {
+  Handle h = null_handle;
+  const int rc = fn(&h);
+  if (rc == MPI_SUCCESS) *fhandle = to_fortran(h);
   return rc;
 }
-
-// The same for a new communicator.
+template <typename Fn>
+int with_new_request(F* freq, Fn&& fn) {
+  return with_new_handle(freq, MPI_REQUEST_NULL, req_c2f, std::forward<Fn>(fn));
+}
 template <typename Fn>
 int with_new_comm(F* fcomm, Fn&& fn) {
-  MPI_Comm n = MPI_COMM_NULL;
-  const int rc = fn(&n);
-  if (rc == MPI_SUCCESS) *fcomm = PMPI_Comm_c2f(n);
-  return rc;
+  return with_new_handle(fcomm, MPI_COMM_NULL, PMPI_Comm_c2f, std::forward<Fn>(fn));
 }
 
 // Runs `fn` on the C request of a Fortran one and hands back what the call
