@@ -79,15 +79,6 @@ const char* function_name(reduceFunction f) {
   return "unknown";
 }
 
-// Everything a call needs besides its validation.
-struct CallPlan {
-  const std::string& name;
-  encoding::CallSpec spec;
-  Syncs inputs;
-  Syncs outputs;
-  bool needs_device = true;  // false: count == 0, nothing to do
-};
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -202,37 +193,69 @@ SyncRange output(const BaseBuffer& buf, uint64_t elements, bool to_fpga) {
   return to_fpga ? SyncRange{} : BufferAccess::range(buf, elements);
 }
 
-}  // namespace
+// One call of the driver from its first check to its launch. It names the
+// rank in the log and holds the driver mutex from before the first check
+// until the call is on the device; it releases the mutex before waiting, so
+// one thread's blocking call never holds up another thread's call on the
+// same driver. A call checks its arguments, fills in `spec` and the ranges to
+// sync, and issues.
+class Call {
+  // Declared before `check`: the rank scope and the lock are in place before
+  // the first check runs.
+  ACCL::Impl& impl_;
+  const std::string& name_;
+  log::ScopedRank scoped_rank_;
+  std::unique_lock<std::mutex> lock_;
 
-// Encodes and launches a validated call. Holds the driver mutex on entry and
-// releases it before waiting, so one thread's blocking call never holds up
-// another thread's call on the same driver.
-static RequestPtr issue(ACCL::Impl& impl, std::unique_lock<std::mutex>& lock, CallPlan& plan,
-                        const std::vector<RequestPtr>& waitfor, bool run_async) {
-  encoding::Encoded encoded = encoding::encode_call(plan.spec, impl.arith_slots);
-  if (!encoded.ok()) impl.fail(plan.name, encoded.error);
+ public:
+  Call(ACCL::Impl& impl, const std::string& name)
+      : impl_(impl), name_(name), scoped_rank_(impl.rank.load()), lock_(impl.mutex), check(impl, name) {}
 
-  std::shared_ptr<detail::CallRequest> request;
-  if (!plan.needs_device) {
-    if (waitfor.empty()) {
-      detail::CallRequest::Params params;
-      params.context = impl.context;
-      params.name = &plan.name;
-      params.rank = impl.rank.load(std::memory_order_relaxed);
-      return std::make_shared<detail::CallRequest>(std::move(params));
-    }
-    CallWords nop;
-    nop[abi::kWordScenario] = abi::kNop;
-    nop[abi::kWordComm] = encoded.words[abi::kWordComm];
-    nop[abi::kWordTag] = abi::kTagAny;
-    request = impl.launch(plan.name, nop, {}, {}, waitfor);
-  } else {
-    request = impl.launch(plan.name, encoded.words, plan.inputs, plan.outputs, waitfor);
+  // For calls that move spec.count elements: with none to move, the call
+  // completes without the device.
+  RequestPtr issue(const std::vector<RequestPtr>& waitfor, bool run_async) {
+    return launch(spec.count != 0, waitfor, run_async);
   }
-  lock.unlock();
-  if (!run_async) request->wait();
-  return request;
-}
+
+  // For calls without data (nop, barrier): they always reach the device.
+  RequestPtr issue_always(const std::vector<RequestPtr>& waitfor, bool run_async) {
+    return launch(true, waitfor, run_async);
+  }
+
+  const Checker check;
+  encoding::CallSpec spec;
+  Syncs inputs;
+  Syncs outputs;
+
+ private:
+  RequestPtr launch(bool needs_device, const std::vector<RequestPtr>& waitfor, bool run_async) {
+    encoding::Encoded encoded = encoding::encode_call(spec, impl_.arith_slots);
+    if (!encoded.ok()) impl_.fail(name_, encoded.error);
+
+    std::shared_ptr<detail::CallRequest> request;
+    if (!needs_device) {
+      if (waitfor.empty()) {
+        detail::CallRequest::Params params;
+        params.context = impl_.context;
+        params.name = &name_;
+        params.rank = impl_.rank.load(std::memory_order_relaxed);
+        return std::make_shared<detail::CallRequest>(std::move(params));
+      }
+      CallWords nop;
+      nop[abi::kWordScenario] = abi::kNop;
+      nop[abi::kWordComm] = encoded.words[abi::kWordComm];
+      nop[abi::kWordTag] = abi::kTagAny;
+      request = impl_.launch(name_, nop, {}, {}, waitfor);
+    } else {
+      request = impl_.launch(name_, encoded.words, inputs, outputs, waitfor);
+    }
+    lock_.unlock();
+    if (!run_async) request->wait();
+    return request;
+  }
+};
+
+}  // namespace
 
 // ---------------------------------------------------------------------------
 // Lifecycle and configuration
@@ -512,192 +535,119 @@ std::string ACCL::dump_communicator(communicatorId comm) {
 // ---------------------------------------------------------------------------
 
 RequestPtr ACCL::nop(bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kNop);
-  CallPlan plan{kNop, {}, {}, {}};
-  plan.spec.scenario = abi::kNop;
-  plan.spec.comm_address = check.comm(GLOBAL_COMM).address;
-  return issue(im, lock, plan, waitfor, run_async);
+  Call call(*impl_, kNop);
+  call.spec = {.scenario = abi::kNop, .comm_address = call.check.comm(GLOBAL_COMM).address};
+  return call.issue_always(waitfor, run_async);
 }
 
 RequestPtr ACCL::copy(BaseBuffer& src, BaseBuffer& dst, unsigned int count, bool from_fpga, bool to_fpga,
                       bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kCopy);
-  check.buffer("src", src, count);
-  check.buffer("dst", dst, count);
-  CallPlan plan{kCopy, {}, {input(src, count, from_fpga)}, {output(dst, count, to_fpga)}, count != 0};
-  plan.spec.scenario = abi::kCopy;
-  plan.spec.count = count;
-  plan.spec.comm_address = check.comm(GLOBAL_COMM).address;
-  plan.spec.op0 = memory_operand(src);
-  plan.spec.result = memory_operand(dst);
-  return issue(im, lock, plan, waitfor, run_async);
+  Call call(*impl_, kCopy);
+  call.check.buffer("src", src, count);
+  call.check.buffer("dst", dst, count);
+  call.spec = {.scenario = abi::kCopy, .count = count, .comm_address = call.check.comm(GLOBAL_COMM).address,
+               .op0 = memory_operand(src), .result = memory_operand(dst)};
+  call.inputs = {input(src, count, from_fpga)};
+  call.outputs = {output(dst, count, to_fpga)};
+  return call.issue(waitfor, run_async);
 }
 
 RequestPtr ACCL::copy_to_stream(BaseBuffer& src, unsigned int count, bool from_fpga, bool run_async,
                                 const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kCopyToStream);
-  check.buffer("src", src, count);
-  CallPlan plan{kCopyToStream, {}, {input(src, count, from_fpga)}, {}, count != 0};
-  plan.spec.scenario = abi::kCopy;
-  plan.spec.count = count;
-  plan.spec.comm_address = check.comm(GLOBAL_COMM).address;
-  plan.spec.op0 = memory_operand(src);
-  plan.spec.result = stream_operand(src.type());
-  return issue(im, lock, plan, waitfor, run_async);
+  Call call(*impl_, kCopyToStream);
+  call.check.buffer("src", src, count);
+  call.spec = {.scenario = abi::kCopy, .count = count, .comm_address = call.check.comm(GLOBAL_COMM).address,
+               .op0 = memory_operand(src), .result = stream_operand(src.type())};
+  call.inputs = {input(src, count, from_fpga)};
+  return call.issue(waitfor, run_async);
 }
 
 RequestPtr ACCL::copy_from_stream(BaseBuffer& dst, unsigned int count, bool to_fpga, bool run_async,
                                   const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kCopyFromStream);
-  check.buffer("dst", dst, count);
-  CallPlan plan{kCopyFromStream, {}, {}, {output(dst, count, to_fpga)}, count != 0};
-  plan.spec.scenario = abi::kCopy;
-  plan.spec.count = count;
-  plan.spec.comm_address = check.comm(GLOBAL_COMM).address;
-  plan.spec.op0 = stream_operand(dst.type());
-  plan.spec.result = memory_operand(dst);
-  return issue(im, lock, plan, waitfor, run_async);
+  Call call(*impl_, kCopyFromStream);
+  call.check.buffer("dst", dst, count);
+  call.spec = {.scenario = abi::kCopy, .count = count, .comm_address = call.check.comm(GLOBAL_COMM).address,
+               .op0 = stream_operand(dst.type()), .result = memory_operand(dst)};
+  call.outputs = {output(dst, count, to_fpga)};
+  return call.issue(waitfor, run_async);
 }
 
 RequestPtr ACCL::combine(unsigned int count, reduceFunction function, BaseBuffer& val1, BaseBuffer& val2,
                          BaseBuffer& result, bool val1_from_fpga, bool val2_from_fpga, bool to_fpga, bool run_async,
                          const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kCombine);
-  check.buffer("val1", val1, count);
-  check.buffer("val2", val2, count);
-  check.buffer("result", result, count);
-  check.function(function);
-  CallPlan plan{kCombine,
-                {},
-                {input(val1, count, val1_from_fpga), input(val2, count, val2_from_fpga)},
-                {output(result, count, to_fpga)},
-                count != 0};
-  plan.spec.scenario = abi::kCombine;
-  plan.spec.count = count;
-  plan.spec.comm_address = check.comm(GLOBAL_COMM).address;
-  plan.spec.function = static_cast<uint32_t>(function);
-  plan.spec.op0 = memory_operand(val1);
-  plan.spec.op1 = memory_operand(val2);
-  plan.spec.result = memory_operand(result);
-  return issue(im, lock, plan, waitfor, run_async);
+  Call call(*impl_, kCombine);
+  call.check.buffer("val1", val1, count);
+  call.check.buffer("val2", val2, count);
+  call.check.buffer("result", result, count);
+  call.check.function(function);
+  call.spec = {.scenario = abi::kCombine, .count = count, .comm_address = call.check.comm(GLOBAL_COMM).address,
+               .function = static_cast<uint32_t>(function), .op0 = memory_operand(val1), .op1 = memory_operand(val2),
+               .result = memory_operand(result)};
+  call.inputs = {input(val1, count, val1_from_fpga), input(val2, count, val2_from_fpga)};
+  call.outputs = {output(result, count, to_fpga)};
+  return call.issue(waitfor, run_async);
 }
 
 RequestPtr ACCL::send(BaseBuffer& src, unsigned int count, unsigned int dst, unsigned int tag, communicatorId comm,
                       bool from_fpga, dataType compress_dtype, bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kSend);
-  const auto& c = check.comm(comm);
-  check.rank_in("destination", dst, c);
-  check.buffer("src", src, count);
-  CallPlan plan{kSend, {}, {input(src, count, from_fpga)}, {}, count != 0};
-  plan.spec.scenario = abi::kSend;
-  plan.spec.count = count;
-  plan.spec.comm_address = c.address;
-  plan.spec.root_src_dst = dst;
-  plan.spec.tag = tag;
-  plan.spec.op0 = memory_operand(src);
-  plan.spec.compress_dtype = compress_dtype;
-  return issue(im, lock, plan, waitfor, run_async);
+  Call call(*impl_, kSend);
+  const auto& c = call.check.comm(comm);
+  call.check.rank_in("destination", dst, c);
+  call.check.buffer("src", src, count);
+  call.spec = {.scenario = abi::kSend, .count = count, .comm_address = c.address, .root_src_dst = dst, .tag = tag,
+               .op0 = memory_operand(src), .compress_dtype = compress_dtype};
+  call.inputs = {input(src, count, from_fpga)};
+  return call.issue(waitfor, run_async);
 }
 
 RequestPtr ACCL::send(dataType src_type, unsigned int count, unsigned int dst, unsigned int tag, communicatorId comm,
                       dataType compress_dtype, bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kSend);
-  const auto& c = check.comm(comm);
-  check.rank_in("destination", dst, c);
-  check.data_type("the stream", src_type);
-  CallPlan plan{kSend, {}, {}, {}, count != 0};
-  plan.spec.scenario = abi::kSend;
-  plan.spec.count = count;
-  plan.spec.comm_address = c.address;
-  plan.spec.root_src_dst = dst;
-  plan.spec.tag = tag;
-  plan.spec.op0 = stream_operand(src_type);
-  plan.spec.compress_dtype = compress_dtype;
-  return issue(im, lock, plan, waitfor, run_async);
+  Call call(*impl_, kSend);
+  const auto& c = call.check.comm(comm);
+  call.check.rank_in("destination", dst, c);
+  call.check.data_type("the stream", src_type);
+  call.spec = {.scenario = abi::kSend, .count = count, .comm_address = c.address, .root_src_dst = dst, .tag = tag,
+               .op0 = stream_operand(src_type), .compress_dtype = compress_dtype};
+  return call.issue(waitfor, run_async);
 }
 
 RequestPtr ACCL::stream_put(BaseBuffer& src, unsigned int count, unsigned int dst, unsigned int stream_id,
                             communicatorId comm, bool from_fpga, dataType compress_dtype, bool run_async,
                             const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kStreamPut);
-  const auto& c = check.comm(comm);
-  check.rank_in("destination", dst, c);
-  check.stream_id(stream_id);
-  check.buffer("src", src, count);
-  CallPlan plan{kStreamPut, {}, {input(src, count, from_fpga)}, {}, count != 0};
-  plan.spec.scenario = abi::kSend;
-  plan.spec.count = count;
-  plan.spec.comm_address = c.address;
-  plan.spec.root_src_dst = dst;
-  plan.spec.tag = stream_id;  // the remote CCLO pushes to this stream instead of matching a recv
-  plan.spec.op0 = memory_operand(src);
-  plan.spec.result = stream_operand(src.type());
-  plan.spec.compress_dtype = compress_dtype;
-  return issue(im, lock, plan, waitfor, run_async);
+  Call call(*impl_, kStreamPut);
+  const auto& c = call.check.comm(comm);
+  call.check.rank_in("destination", dst, c);
+  call.check.stream_id(stream_id);
+  call.check.buffer("src", src, count);
+  // The stream id goes in the tag: the remote CCLO pushes to that stream instead of matching a recv.
+  call.spec = {.scenario = abi::kSend, .count = count, .comm_address = c.address, .root_src_dst = dst,
+               .tag = stream_id, .op0 = memory_operand(src), .result = stream_operand(src.type()),
+               .compress_dtype = compress_dtype};
+  call.inputs = {input(src, count, from_fpga)};
+  return call.issue(waitfor, run_async);
 }
 
 RequestPtr ACCL::recv(BaseBuffer& dst, unsigned int count, unsigned int src, unsigned int tag, communicatorId comm,
                       bool to_fpga, dataType compress_dtype, bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kRecv);
-  const auto& c = check.comm(comm);
-  check.rank_in("source", src, c, true);
-  check.buffer("dst", dst, count);
-  CallPlan plan{kRecv, {}, {}, {output(dst, count, to_fpga)}, count != 0};
-  plan.spec.scenario = abi::kRecv;
-  plan.spec.count = count;
-  plan.spec.comm_address = c.address;
-  plan.spec.root_src_dst = src;
-  plan.spec.tag = tag;
-  plan.spec.result = memory_operand(dst);
-  plan.spec.compress_dtype = compress_dtype;
-  return issue(im, lock, plan, waitfor, run_async);
+  Call call(*impl_, kRecv);
+  const auto& c = call.check.comm(comm);
+  call.check.rank_in("source", src, c, true);
+  call.check.buffer("dst", dst, count);
+  call.spec = {.scenario = abi::kRecv, .count = count, .comm_address = c.address, .root_src_dst = src, .tag = tag,
+               .result = memory_operand(dst), .compress_dtype = compress_dtype};
+  call.outputs = {output(dst, count, to_fpga)};
+  return call.issue(waitfor, run_async);
 }
 
 RequestPtr ACCL::recv(dataType dst_type, unsigned int count, unsigned int src, unsigned int tag, communicatorId comm,
                       dataType compress_dtype, bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kRecv);
-  const auto& c = check.comm(comm);
-  check.rank_in("source", src, c, true);
-  check.data_type("the stream", dst_type);
-  CallPlan plan{kRecv, {}, {}, {}, count != 0};
-  plan.spec.scenario = abi::kRecv;
-  plan.spec.count = count;
-  plan.spec.comm_address = c.address;
-  plan.spec.root_src_dst = src;
-  plan.spec.tag = tag;
-  plan.spec.result = stream_operand(dst_type);
-  plan.spec.compress_dtype = compress_dtype;
-  return issue(im, lock, plan, waitfor, run_async);
+  Call call(*impl_, kRecv);
+  const auto& c = call.check.comm(comm);
+  call.check.rank_in("source", src, c, true);
+  call.check.data_type("the stream", dst_type);
+  call.spec = {.scenario = abi::kRecv, .count = count, .comm_address = c.address, .root_src_dst = src, .tag = tag,
+               .result = stream_operand(dst_type), .compress_dtype = compress_dtype};
+  return call.issue(waitfor, run_async);
 }
 
 // ---------------------------------------------------------------------------
@@ -706,206 +656,141 @@ RequestPtr ACCL::recv(dataType dst_type, unsigned int count, unsigned int src, u
 
 RequestPtr ACCL::bcast(BaseBuffer& buf, unsigned int count, unsigned int root, communicatorId comm, bool from_fpga,
                        bool to_fpga, dataType compress_dtype, bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kBcast);
-  const auto& c = check.comm(comm);
-  check.rank_in("root", root, c);
-  check.buffer("buf", buf, count);
-  const bool is_root = c.local_rank == root;
+  Call call(*impl_, kBcast);
+  const auto& c = call.check.comm(comm);
+  call.check.rank_in("root", root, c);
+  call.check.buffer("buf", buf, count);
+  call.spec = {.scenario = abi::kBcast, .count = count, .comm_address = c.address, .root_src_dst = root,
+               .op0 = memory_operand(buf), .result = memory_operand(buf), .compress_dtype = compress_dtype};
   // Only the root's data goes out; only the others' buffers change.
-  CallPlan plan{kBcast, {}, {input(buf, is_root ? count : 0, from_fpga)},
-                {output(buf, is_root ? 0 : count, to_fpga)}, count != 0};
-  plan.spec.scenario = abi::kBcast;
-  plan.spec.count = count;
-  plan.spec.comm_address = c.address;
-  plan.spec.root_src_dst = root;
-  plan.spec.op0 = memory_operand(buf);
-  plan.spec.result = memory_operand(buf);
-  plan.spec.compress_dtype = compress_dtype;
-  return issue(im, lock, plan, waitfor, run_async);
+  const bool is_root = c.local_rank == root;
+  call.inputs = {input(buf, is_root ? count : 0, from_fpga)};
+  call.outputs = {output(buf, is_root ? 0 : count, to_fpga)};
+  return call.issue(waitfor, run_async);
 }
 
 RequestPtr ACCL::scatter(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned int count, unsigned int root,
                          communicatorId comm, bool from_fpga, bool to_fpga, dataType compress_dtype, bool run_async,
                          const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kScatter);
-  const auto& c = check.comm(comm);
-  check.rank_in("root", root, c);
+  Call call(*impl_, kScatter);
+  const auto& c = call.check.comm(comm);
+  call.check.rank_in("root", root, c);
   const bool is_root = c.local_rank == root;
   const uint64_t all = uint64_t{count} * c.size;
-  check.buffer("sendbuf", sendbuf, is_root ? all : 0, "count x communicator size on the root");
-  check.buffer("recvbuf", recvbuf, count);
-  CallPlan plan{kScatter, {}, {input(sendbuf, is_root ? all : 0, from_fpga)}, {output(recvbuf, count, to_fpga)},
-                count != 0};
-  plan.spec.scenario = abi::kScatter;
-  plan.spec.count = count;
-  plan.spec.comm_address = c.address;
-  plan.spec.root_src_dst = root;
-  plan.spec.op0 = memory_operand(sendbuf);
-  plan.spec.result = memory_operand(recvbuf);
-  plan.spec.compress_dtype = compress_dtype;
-  return issue(im, lock, plan, waitfor, run_async);
+  call.check.buffer("sendbuf", sendbuf, is_root ? all : 0, "count x communicator size on the root");
+  call.check.buffer("recvbuf", recvbuf, count);
+  call.spec = {.scenario = abi::kScatter, .count = count, .comm_address = c.address, .root_src_dst = root,
+               .op0 = memory_operand(sendbuf), .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
+  call.inputs = {input(sendbuf, is_root ? all : 0, from_fpga)};
+  call.outputs = {output(recvbuf, count, to_fpga)};
+  return call.issue(waitfor, run_async);
 }
 
 RequestPtr ACCL::gather(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned int count, unsigned int root,
                         communicatorId comm, bool from_fpga, bool to_fpga, dataType compress_dtype, bool run_async,
                         const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kGather);
-  const auto& c = check.comm(comm);
-  check.rank_in("root", root, c);
+  Call call(*impl_, kGather);
+  const auto& c = call.check.comm(comm);
+  call.check.rank_in("root", root, c);
   const bool is_root = c.local_rank == root;
   const uint64_t all = uint64_t{count} * c.size;
-  check.buffer("sendbuf", sendbuf, count);
-  check.buffer("recvbuf", recvbuf, is_root ? all : 0, "count x communicator size on the root");
-  CallPlan plan{kGather, {}, {input(sendbuf, count, from_fpga)}, {output(recvbuf, is_root ? all : 0, to_fpga)},
-                count != 0};
-  plan.spec.scenario = abi::kGather;
-  plan.spec.count = count;
-  plan.spec.comm_address = c.address;
-  plan.spec.root_src_dst = root;
-  plan.spec.op0 = memory_operand(sendbuf);
-  plan.spec.result = memory_operand(recvbuf);
-  plan.spec.compress_dtype = compress_dtype;
-  return issue(im, lock, plan, waitfor, run_async);
+  call.check.buffer("sendbuf", sendbuf, count);
+  call.check.buffer("recvbuf", recvbuf, is_root ? all : 0, "count x communicator size on the root");
+  call.spec = {.scenario = abi::kGather, .count = count, .comm_address = c.address, .root_src_dst = root,
+               .op0 = memory_operand(sendbuf), .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
+  call.inputs = {input(sendbuf, count, from_fpga)};
+  call.outputs = {output(recvbuf, is_root ? all : 0, to_fpga)};
+  return call.issue(waitfor, run_async);
 }
 
 RequestPtr ACCL::allgather(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned int count, communicatorId comm,
                            bool from_fpga, bool to_fpga, dataType compress_dtype, bool run_async,
                            const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kAllgather);
-  const auto& c = check.comm(comm);
+  Call call(*impl_, kAllgather);
+  const auto& c = call.check.comm(comm);
   const uint64_t all = uint64_t{count} * c.size;
-  check.buffer("sendbuf", sendbuf, count);
-  check.buffer("recvbuf", recvbuf, all, "count x communicator size");
-  CallPlan plan{kAllgather, {}, {input(sendbuf, count, from_fpga)}, {output(recvbuf, all, to_fpga)}, count != 0};
-  plan.spec.scenario = abi::kAllgather;
-  plan.spec.count = count;
-  plan.spec.comm_address = c.address;
-  plan.spec.op0 = memory_operand(sendbuf);
-  plan.spec.op1 = memory_operand(recvbuf);
-  plan.spec.result = memory_operand(recvbuf);
-  plan.spec.compress_dtype = compress_dtype;
-  return issue(im, lock, plan, waitfor, run_async);
+  call.check.buffer("sendbuf", sendbuf, count);
+  call.check.buffer("recvbuf", recvbuf, all, "count x communicator size");
+  call.spec = {.scenario = abi::kAllgather, .count = count, .comm_address = c.address, .op0 = memory_operand(sendbuf),
+               .op1 = memory_operand(recvbuf), .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
+  call.inputs = {input(sendbuf, count, from_fpga)};
+  call.outputs = {output(recvbuf, all, to_fpga)};
+  return call.issue(waitfor, run_async);
 }
 
 RequestPtr ACCL::reduce(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned int count, unsigned int root,
                         reduceFunction func, communicatorId comm, bool from_fpga, bool to_fpga,
                         dataType compress_dtype, bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kReduce);
-  const auto& c = check.comm(comm);
-  check.rank_in("root", root, c);
-  check.function(func);
+  Call call(*impl_, kReduce);
+  const auto& c = call.check.comm(comm);
+  call.check.rank_in("root", root, c);
+  call.check.function(func);
   const bool is_root = c.local_rank == root;
-  check.buffer("sendbuf", sendbuf, count);
-  check.buffer("recvbuf", recvbuf, is_root ? count : 0, "on the root");
-  CallPlan plan{kReduce, {}, {input(sendbuf, count, from_fpga)}, {output(recvbuf, is_root ? count : 0, to_fpga)},
-                count != 0};
-  plan.spec.scenario = abi::kReduce;
-  plan.spec.count = count;
-  plan.spec.comm_address = c.address;
-  plan.spec.root_src_dst = root;
-  plan.spec.function = static_cast<uint32_t>(func);
-  plan.spec.op0 = memory_operand(sendbuf);
-  plan.spec.result = memory_operand(recvbuf);
-  plan.spec.compress_dtype = compress_dtype;
-  return issue(im, lock, plan, waitfor, run_async);
+  call.check.buffer("sendbuf", sendbuf, count);
+  call.check.buffer("recvbuf", recvbuf, is_root ? count : 0, "on the root");
+  call.spec = {.scenario = abi::kReduce, .count = count, .comm_address = c.address, .root_src_dst = root,
+               .function = static_cast<uint32_t>(func), .op0 = memory_operand(sendbuf),
+               .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
+  call.inputs = {input(sendbuf, count, from_fpga)};
+  call.outputs = {output(recvbuf, is_root ? count : 0, to_fpga)};
+  return call.issue(waitfor, run_async);
 }
 
 RequestPtr ACCL::allreduce(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned int count, reduceFunction func,
                            communicatorId comm, bool from_fpga, bool to_fpga, dataType compress_dtype, bool run_async,
                            const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kAllreduce);
-  const auto& c = check.comm(comm);
-  check.function(func);
-  check.buffer("sendbuf", sendbuf, count);
-  check.buffer("recvbuf", recvbuf, count);
-  CallPlan plan{kAllreduce, {}, {input(sendbuf, count, from_fpga)}, {output(recvbuf, count, to_fpga)}, count != 0};
-  plan.spec.scenario = abi::kAllreduce;
-  plan.spec.count = count;
-  plan.spec.comm_address = c.address;
-  plan.spec.function = static_cast<uint32_t>(func);
-  plan.spec.op0 = memory_operand(sendbuf);
-  plan.spec.op1 = memory_operand(recvbuf);
-  plan.spec.result = memory_operand(recvbuf);
-  plan.spec.compress_dtype = compress_dtype;
-  return issue(im, lock, plan, waitfor, run_async);
+  Call call(*impl_, kAllreduce);
+  const auto& c = call.check.comm(comm);
+  call.check.function(func);
+  call.check.buffer("sendbuf", sendbuf, count);
+  call.check.buffer("recvbuf", recvbuf, count);
+  call.spec = {.scenario = abi::kAllreduce, .count = count, .comm_address = c.address,
+               .function = static_cast<uint32_t>(func), .op0 = memory_operand(sendbuf), .op1 = memory_operand(recvbuf),
+               .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
+  call.inputs = {input(sendbuf, count, from_fpga)};
+  call.outputs = {output(recvbuf, count, to_fpga)};
+  return call.issue(waitfor, run_async);
 }
 
 RequestPtr ACCL::reduce_scatter(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned int count, reduceFunction func,
                                 communicatorId comm, bool from_fpga, bool to_fpga, dataType compress_dtype,
                                 bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kReduceScatter);
-  const auto& c = check.comm(comm);
-  check.function(func);
+  Call call(*impl_, kReduceScatter);
+  const auto& c = call.check.comm(comm);
+  call.check.function(func);
   const uint64_t all = uint64_t{count} * c.size;
-  check.buffer("sendbuf", sendbuf, all, "count x communicator size");
-  check.buffer("recvbuf", recvbuf, count);
-  CallPlan plan{kReduceScatter, {}, {input(sendbuf, all, from_fpga)}, {output(recvbuf, count, to_fpga)},
-                count != 0};
-  plan.spec.scenario = abi::kReduceScatter;
-  plan.spec.count = count;
-  plan.spec.comm_address = c.address;
-  plan.spec.function = static_cast<uint32_t>(func);
-  plan.spec.op0 = memory_operand(sendbuf);
-  plan.spec.result = memory_operand(recvbuf);
-  plan.spec.compress_dtype = compress_dtype;
-  return issue(im, lock, plan, waitfor, run_async);
+  call.check.buffer("sendbuf", sendbuf, all, "count x communicator size");
+  call.check.buffer("recvbuf", recvbuf, count);
+  call.spec = {.scenario = abi::kReduceScatter, .count = count, .comm_address = c.address,
+               .function = static_cast<uint32_t>(func), .op0 = memory_operand(sendbuf),
+               .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
+  call.inputs = {input(sendbuf, all, from_fpga)};
+  call.outputs = {output(recvbuf, count, to_fpga)};
+  return call.issue(waitfor, run_async);
 }
 
 RequestPtr ACCL::alltoall(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned int count, communicatorId comm,
                           bool from_fpga, bool to_fpga, dataType compress_dtype, bool run_async,
                           const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kAlltoall);
-  const auto& c = check.comm(comm);
-  check.capability(abi::kCapAlltoall, "alltoall");
+  Call call(*impl_, kAlltoall);
+  const auto& c = call.check.comm(comm);
+  call.check.capability(abi::kCapAlltoall, "alltoall");
   const uint64_t all = uint64_t{count} * c.size;
-  check.buffer("sendbuf", sendbuf, all, "count x communicator size");
-  check.buffer("recvbuf", recvbuf, all, "count x communicator size");
-  CallPlan plan{kAlltoall, {}, {input(sendbuf, all, from_fpga)}, {output(recvbuf, all, to_fpga)}, count != 0};
-  plan.spec.scenario = abi::kAlltoall;
-  plan.spec.count = count;
-  plan.spec.comm_address = c.address;
-  plan.spec.op0 = memory_operand(sendbuf);
-  plan.spec.op1 = memory_operand(recvbuf);
-  plan.spec.result = memory_operand(recvbuf);
-  plan.spec.compress_dtype = compress_dtype;
-  return issue(im, lock, plan, waitfor, run_async);
+  call.check.buffer("sendbuf", sendbuf, all, "count x communicator size");
+  call.check.buffer("recvbuf", recvbuf, all, "count x communicator size");
+  call.spec = {.scenario = abi::kAlltoall, .count = count, .comm_address = c.address, .op0 = memory_operand(sendbuf),
+               .op1 = memory_operand(recvbuf), .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
+  call.inputs = {input(sendbuf, all, from_fpga)};
+  call.outputs = {output(recvbuf, all, to_fpga)};
+  return call.issue(waitfor, run_async);
 }
 
 RequestPtr ACCL::barrier(communicatorId comm, bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Impl& im = *impl_;
-  log::ScopedRank scoped(im.rank.load());
-  std::unique_lock lock(im.mutex);
-  Checker check(im, kBarrier);
-  const auto& c = check.comm(comm);
-  check.capability(abi::kCapBarrier, "barrier");
-  CallPlan plan{kBarrier, {}, {}, {}};
-  plan.spec.scenario = abi::kBarrier;
-  plan.spec.comm_address = c.address;
-  return issue(im, lock, plan, waitfor, run_async);
+  Call call(*impl_, kBarrier);
+  const auto& c = call.check.comm(comm);
+  call.check.capability(abi::kCapBarrier, "barrier");
+  call.spec = {.scenario = abi::kBarrier, .comm_address = c.address};
+  return call.issue_always(waitfor, run_async);
 }
 
 // ---------------------------------------------------------------------------

@@ -612,30 +612,7 @@ class ShmTransport final : public Transport {
     // Shared memory only reaches this host: answer "not reachable" at once
     // for other addresses so the caller falls back to a network transport.
     if (!is_local_ipv4(peer.ip)) return nullptr;
-    std::shared_ptr<PeerSlot> slot;
-    {
-      std::lock_guard lock(state_mutex_);
-      if (stopped_) return nullptr;
-      auto& entry = peers_[address_key(peer)];
-      if (!entry) entry = std::make_shared<PeerSlot>();
-      slot = entry;
-      if (slot->link && !slot->link->broken()) return slot->link;
-    }
-    std::unique_lock connecting(slot->connect_mutex, std::defer_lock);
-    if (!connecting.try_lock_until(deadline)) return nullptr;
-    {
-      std::lock_guard lock(state_mutex_);
-      if (slot->link && !slot->link->broken()) return slot->link;
-    }
-    std::shared_ptr<ShmLink> link = dial(peer, deadline);
-    if (!link) return nullptr;
-    std::lock_guard lock(state_mutex_);
-    if (stopped_) {
-      link->close();
-      return nullptr;
-    }
-    slot->link = link;
-    return link;
+    return peers_.connect(peer, deadline, [this](const NetAddress& p, Clock::time_point d) { return dial(p, d); });
   }
 
   void stop() override {
@@ -654,17 +631,11 @@ class ShmTransport final : public Transport {
     rings_.clear();  // closes control sockets: senders see the hang-up
     listen_fd_.reset();
     std::lock_guard lock(state_mutex_);
-    for (auto& [key, slot] : peers_)
-      if (slot->link) slot->link->close();
+    peers_.close_all();
     port_reservation_.reset();
   }
 
  private:
-  struct PeerSlot {
-    TimedMutex connect_mutex;
-    std::shared_ptr<ShmLink> link;  // guarded by state_mutex_
-  };
-
   void watch(int fd, uint32_t events) {
     epoll_event ev{};
     ev.events = events;
@@ -889,7 +860,7 @@ class ShmTransport final : public Transport {
   std::mutex state_mutex_;
   bool started_ = false;
   bool stopped_ = false;
-  std::map<uint64_t, std::shared_ptr<PeerSlot>> peers_;
+  PeerLinks<ShmLink> peers_{state_mutex_, stopped_};
   Sink* sink_ = nullptr;
   std::thread control_thread_;
   std::atomic<bool> stopping_{false};

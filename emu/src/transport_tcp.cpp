@@ -198,32 +198,7 @@ class TcpTransport final : public Transport {
   }
 
   std::shared_ptr<Link> connect(const NetAddress& peer, Clock::time_point deadline) override {
-    std::shared_ptr<PeerSlot> slot;
-    {
-      std::lock_guard lock(state_mutex_);
-      if (stopped_) return nullptr;
-      auto& entry = peers_[address_key(peer)];
-      if (!entry) entry = std::make_shared<PeerSlot>();
-      slot = entry;
-      if (slot->link && !slot->link->broken()) return slot->link;
-    }
-    // Serializes connects to one peer (one connection per direction) without
-    // holding up connects to other peers.
-    std::unique_lock connecting(slot->connect_mutex, std::defer_lock);
-    if (!connecting.try_lock_until(deadline)) return nullptr;
-    {
-      std::lock_guard lock(state_mutex_);
-      if (slot->link && !slot->link->broken()) return slot->link;
-    }
-    std::shared_ptr<TcpLink> link = dial(peer, deadline);
-    if (!link) return nullptr;
-    std::lock_guard lock(state_mutex_);
-    if (stopped_) {
-      link->close();
-      return nullptr;
-    }
-    slot->link = link;
-    return link;
+    return peers_.connect(peer, deadline, [this](const NetAddress& p, Clock::time_point d) { return dial(p, d); });
   }
 
   void stop() override {
@@ -238,17 +213,11 @@ class TcpTransport final : public Transport {
     // Only start() (under state_mutex_, before stopped_) creates the thread.
     if (receiver_.joinable()) receiver_.join();
     std::lock_guard lock(state_mutex_);
-    for (auto& [key, slot] : peers_)
-      if (slot->link) slot->link->close();
+    peers_.close_all();
     listen_fd_.reset();
   }
 
  private:
-  struct PeerSlot {
-    TimedMutex connect_mutex;
-    std::shared_ptr<TcpLink> link;  // guarded by state_mutex_
-  };
-
   void watch(int fd) {
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -533,7 +502,7 @@ class TcpTransport final : public Transport {
   std::mutex state_mutex_;
   bool started_ = false;
   bool stopped_ = false;
-  std::map<uint64_t, std::shared_ptr<PeerSlot>> peers_;
+  PeerLinks<TcpLink> peers_{state_mutex_, stopped_};
   Sink* sink_ = nullptr;
   std::thread receiver_;
   std::atomic<bool> stopping_{false};

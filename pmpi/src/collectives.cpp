@@ -61,12 +61,51 @@ void rank_size(MPI_Comm comm, CommState* cs, int* rank, int* size) {
   }
 }
 
-// Contiguous send side as-is, anything else packed into staging.
-const void* send_side(Held& h, const void* buf, int count, MPI_Datatype type, uint64_t bytes) {
-  if (type_info(type).contiguous) return buf;
+// A rooted call's root must name a member; rank and size come back for the
+// issue. Checked only while the call can still be offloaded.
+Reason check_root(Reason why, MPI_Comm comm, CommState* cs, int root, int* rank, int* size) {
+  if (why != Reason::Offloaded) return why;
+  rank_size(comm, cs, rank, size);
+  return (root < 0 || root >= *size) ? Reason::BadArgs : Reason::Offloaded;
+}
+
+// Accounts the decision; false: the caller runs the native call.
+bool offload(CallScope& scope, Reason why, uint64_t bytes, MPI_Comm comm) {
+  if (!offload(scope, why, bytes, comm)) return false;
+  return true;
+}
+
+void* pack_to_stage(Held& h, const void* buf, int count, MPI_Datatype type, uint64_t bytes) {
   void* s = h.stage(bytes);
   pack_to(s, bytes, buf, count, type);
   return s;
+}
+
+// Contiguous send side as-is, anything else packed into staging.
+const void* send_side(Held& h, const void* buf, int count, MPI_Datatype type, uint64_t bytes) {
+  if (type_info(type).contiguous) return buf;
+  return pack_to_stage(h, buf, count, type, bytes);
+}
+
+// An in-place input: copied to staging so that the device reads and writes
+// distinct buffers.
+const void* stage_copy(Held& h, const void* buf, uint64_t bytes) {
+  void* s = h.stage(bytes);
+  std::memcpy(s, buf, bytes);
+  return s;
+}
+
+// The same for a layout that may not be contiguous: packed into staging.
+const void* stage_in_place(Held& h, const void* buf, int count, MPI_Datatype type, uint64_t bytes) {
+  if (type_info(type).contiguous) return stage_copy(h, buf, bytes);
+  return pack_to_stage(h, buf, count, type, bytes);
+}
+
+// The in-place input of gather and allgather: block `index` of the receive
+// buffer.
+const void* stage_own_block(Held& h, const void* rbuf, int index, int rcount, MPI_Datatype rtype, uint64_t block) {
+  const char* mine = static_cast<const char*>(rbuf) + static_cast<MPI_Aint>(index) * rcount * type_info(rtype).extent;
+  return stage_in_place(h, mine, rcount, rtype, block);
 }
 
 // Contiguous receive side as-is, anything else received into staging and
@@ -161,19 +200,11 @@ int coll_allreduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datat
                    MPI_Request* req) {
   CallScope scope(call);
   ReduceArgs a = check_reduction(call, count, type, op, comm, 1);
-  if (a.why != Reason::Offloaded) {
-    scope.native(a.why, a.bytes, comm);
+  if (!offload(scope, a.why, a.bytes, comm))
     return req ? PMPI_Iallreduce(sbuf, rbuf, count, type, op, comm, req)
                : PMPI_Allreduce(sbuf, rbuf, count, type, op, comm);
-  }
-  scope.offloaded(a.bytes, comm);
   return run(call, comm, a.cs, req, [&](Held& h, PostCopy&) {
-    const void* src = sbuf;
-    if (sbuf == MPI_IN_PLACE) {
-      void* s = h.stage(a.bytes);
-      std::memcpy(s, rbuf, a.bytes);
-      src = s;
-    }
+    const void* src = sbuf == MPI_IN_PLACE ? stage_copy(h, rbuf, a.bytes) : sbuf;
     BaseBuffer& sb = h.wrap(src, a.n, a.rt.dtype);
     BaseBuffer& rb = h.wrap(rbuf, a.n, a.rt.dtype);
     return state().accl->allreduce(sb, rb, static_cast<unsigned>(a.n), a.rt.func, a.cs->id, false, false,
@@ -186,23 +217,12 @@ int coll_reduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datatype
   CallScope scope(call);
   ReduceArgs a = check_reduction(call, count, type, op, comm, 1);
   int rank = 0, size = 0;
-  if (a.why == Reason::Offloaded) {
-    rank_size(comm, a.cs, &rank, &size);
-    if (root < 0 || root >= size) a.why = Reason::BadArgs;
-  }
-  if (a.why != Reason::Offloaded) {
-    scope.native(a.why, a.bytes, comm);
+  a.why = check_root(a.why, comm, a.cs, root, &rank, &size);
+  if (!offload(scope, a.why, a.bytes, comm))
     return req ? PMPI_Ireduce(sbuf, rbuf, count, type, op, root, comm, req)
                : PMPI_Reduce(sbuf, rbuf, count, type, op, root, comm);
-  }
-  scope.offloaded(a.bytes, comm);
   return run(call, comm, a.cs, req, [&](Held& h, PostCopy&) {
-    const void* src = sbuf;
-    if (rank == root && sbuf == MPI_IN_PLACE) {
-      void* s = h.stage(a.bytes);
-      std::memcpy(s, rbuf, a.bytes);
-      src = s;
-    }
+    const void* src = (rank == root && sbuf == MPI_IN_PLACE) ? stage_copy(h, rbuf, a.bytes) : sbuf;
     BaseBuffer& sb = h.wrap(src, a.n, a.rt.dtype);
     // Off the root the receive buffer is not significant; the driver needs 0
     // elements there.
@@ -239,19 +259,10 @@ int coll_reduce_scatter(Call call, const void* sbuf, void* rbuf, int rcount, con
     return native();
   }
   ReduceArgs a = check_reduction(call, rcount, type, op, comm, size);
-  if (a.why != Reason::Offloaded) {
-    scope.native(a.why, a.bytes, comm);
-    return native();
-  }
-  scope.offloaded(a.bytes, comm);
+  if (!offload(scope, a.why, a.bytes, comm)) return native();
   return run(call, comm, a.cs, req, [&](Held& h, PostCopy&) {
-    const void* src = sbuf;
-    if (sbuf == MPI_IN_PLACE) {
-      // In place: the whole input is in rbuf, the result goes to its start.
-      void* s = h.stage(a.bytes);
-      std::memcpy(s, rbuf, a.bytes);
-      src = s;
-    }
+    // In place: the whole input is in rbuf, the result goes to its start.
+    const void* src = sbuf == MPI_IN_PLACE ? stage_copy(h, rbuf, a.bytes) : sbuf;
     BaseBuffer& sb = h.wrap(src, a.n * static_cast<uint64_t>(size), a.rt.dtype);
     BaseBuffer& rb = h.wrap(rbuf, a.n, a.rt.dtype);
     return state().accl->reduce_scatter(sb, rb, static_cast<unsigned>(a.n), a.rt.func, a.cs->id, false, false,
@@ -266,19 +277,12 @@ int coll_bcast(Call call, void* buf, int count, MPI_Datatype type, int root, MPI
   CommState* cs = nullptr;
   const uint64_t bytes = bytes_of(count, type);
   const Movement m = movement(bytes);
-  Reason why = pre(comm, &cs);
   int rank = 0, size = 0;
-  if (why == Reason::Offloaded) {
-    rank_size(comm, cs, &rank, &size);
-    if (root < 0 || root >= size) why = Reason::BadArgs;
-  }
+  Reason why = check_root(pre(comm, &cs), comm, cs, root, &rank, &size);
   if (why == Reason::Offloaded) why = classify_movement(bytes, bytes, m);
   if (why == Reason::Offloaded) why = finish_checks(call, bytes, comm, &cs);
-  if (why != Reason::Offloaded) {
-    scope.native(why, bytes, comm);
+  if (!offload(scope, why, bytes, comm))
     return req ? PMPI_Ibcast(buf, count, type, root, comm, req) : PMPI_Bcast(buf, count, type, root, comm);
-  }
-  scope.offloaded(bytes, comm);
   return run(call, comm, cs, req, [&](Held& h, PostCopy& post) {
     void* data = buf;
     if (!type_info(type).contiguous) {
@@ -296,12 +300,8 @@ int coll_gather(Call call, const void* sbuf, int scount, MPI_Datatype stype, voi
                 MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
   CommState* cs = nullptr;
-  Reason why = pre(comm, &cs);
   int rank = -1, size = 0;
-  if (why == Reason::Offloaded) {
-    rank_size(comm, cs, &rank, &size);
-    if (root < 0 || root >= size) why = Reason::BadArgs;
-  }
+  Reason why = check_root(pre(comm, &cs), comm, cs, root, &rank, &size);
   const bool in_place = rank == root && sbuf == MPI_IN_PLACE;
   // The per-rank block signature: what each rank sends (the root's own
   // block sits in rbuf when in place).
@@ -310,24 +310,12 @@ int coll_gather(Call call, const void* sbuf, int scount, MPI_Datatype stype, voi
   const Movement m = movement(block);
   if (why == Reason::Offloaded) why = classify_movement(block, total, m);
   if (why == Reason::Offloaded) why = finish_checks(call, total, comm, &cs);
-  if (why != Reason::Offloaded) {
-    scope.native(why, total, comm);
+  if (!offload(scope, why, total, comm))
     return req ? PMPI_Igather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req)
                : PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
-  }
-  scope.offloaded(total, comm);
   return run(call, comm, cs, req, [&](Held& h, PostCopy& post) {
-    const void* src;
-    if (in_place) {
-      const TypeInfo rt = type_info(rtype);
-      const char* mine = static_cast<const char*>(rbuf) + static_cast<MPI_Aint>(root) * rcount * rt.extent;
-      void* s = h.stage(block);
-      if (rt.contiguous) std::memcpy(s, mine, block);
-      else pack_to(s, block, mine, rcount, rtype);
-      src = s;
-    } else {
-      src = send_side(h, sbuf, scount, stype, block);
-    }
+    const void* src = in_place ? stage_own_block(h, rbuf, root, rcount, rtype, block)
+                               : send_side(h, sbuf, scount, stype, block);
     BaseBuffer& sb = h.wrap(src, m.elems, m.dtype);
     BaseBuffer* rb = &sb;  // not significant off the root
     if (rank == root) {
@@ -343,31 +331,20 @@ int coll_scatter(Call call, const void* sbuf, int scount, MPI_Datatype stype, vo
                  MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
   CommState* cs = nullptr;
-  Reason why = pre(comm, &cs);
   int rank = -1, size = 0;
-  if (why == Reason::Offloaded) {
-    rank_size(comm, cs, &rank, &size);
-    if (root < 0 || root >= size) why = Reason::BadArgs;
-  }
+  Reason why = check_root(pre(comm, &cs), comm, cs, root, &rank, &size);
   const bool in_place = rank == root && rbuf == MPI_IN_PLACE;
   const uint64_t block = in_place ? bytes_of(scount, stype) : bytes_of(rcount, rtype);
   const uint64_t total = block * static_cast<uint64_t>(size);
   const Movement m = movement(block);
   if (why == Reason::Offloaded) why = classify_movement(block, total, m);
   if (why == Reason::Offloaded) why = finish_checks(call, total, comm, &cs);
-  if (why != Reason::Offloaded) {
-    scope.native(why, total, comm);
+  if (!offload(scope, why, total, comm))
     return req ? PMPI_Iscatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req)
                : PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
-  }
-  scope.offloaded(total, comm);
   return run(call, comm, cs, req, [&](Held& h, PostCopy& post) {
-    void* dst;
-    if (in_place) {
-      dst = h.stage(block);  // the root's own block stays where it is
-    } else {
-      dst = recv_side(h, post, rbuf, rcount, rtype, block);
-    }
+    // In place the root's own block stays where it is.
+    void* dst = in_place ? h.stage(block) : recv_side(h, post, rbuf, rcount, rtype, block);
     BaseBuffer& rb = h.wrap(dst, m.elems, m.dtype);
     BaseBuffer* sb = &rb;  // not significant off the root
     if (rank == root) {
@@ -393,24 +370,12 @@ int coll_allgather(Call call, const void* sbuf, int scount, MPI_Datatype stype, 
   if (why == Reason::Offloaded) why = classify_movement(block, total, m);
   if (why == Reason::Offloaded && bytes_of(rcount, rtype) != block) why = Reason::Signature;
   if (why == Reason::Offloaded) why = finish_checks(call, total, comm, &cs);
-  if (why != Reason::Offloaded) {
-    scope.native(why, total, comm);
+  if (!offload(scope, why, total, comm))
     return req ? PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req)
                : PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-  }
-  scope.offloaded(total, comm);
   return run(call, comm, cs, req, [&](Held& h, PostCopy& post) {
-    const void* src;
-    if (in_place) {
-      const TypeInfo rt = type_info(rtype);
-      const char* mine = static_cast<const char*>(rbuf) + static_cast<MPI_Aint>(rank) * rcount * rt.extent;
-      void* s = h.stage(block);
-      if (rt.contiguous) std::memcpy(s, mine, block);
-      else pack_to(s, block, mine, rcount, rtype);
-      src = s;
-    } else {
-      src = send_side(h, sbuf, scount, stype, block);
-    }
+    const void* src = in_place ? stage_own_block(h, rbuf, rank, rcount, rtype, block)
+                               : send_side(h, sbuf, scount, stype, block);
     void* dst = recv_side(h, post, rbuf, rcount * size, rtype, total);
     BaseBuffer& sb = h.wrap(src, m.elems, m.dtype);
     BaseBuffer& rb = h.wrap(dst, m.elems * static_cast<uint64_t>(size), m.dtype);
@@ -434,22 +399,12 @@ int coll_alltoall(Call call, const void* sbuf, int scount, MPI_Datatype stype, v
   if (why == Reason::Offloaded) why = classify_movement(block, total, m);
   if (why == Reason::Offloaded && bytes_of(rcount, rtype) != block) why = Reason::Signature;
   if (why == Reason::Offloaded) why = finish_checks(call, total, comm, &cs);
-  if (why != Reason::Offloaded) {
-    scope.native(why, total, comm);
+  if (!offload(scope, why, total, comm))
     return req ? PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req)
                : PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-  }
-  scope.offloaded(total, comm);
   return run(call, comm, cs, req, [&](Held& h, PostCopy& post) {
-    const void* src;
-    if (in_place) {
-      void* s = h.stage(total);
-      if (type_info(rtype).contiguous) std::memcpy(s, rbuf, total);
-      else pack_to(s, total, rbuf, rcount * size, rtype);
-      src = s;
-    } else {
-      src = send_side(h, sbuf, scount * size, stype, total);
-    }
+    const void* src = in_place ? stage_in_place(h, rbuf, rcount * size, rtype, total)
+                               : send_side(h, sbuf, scount * size, stype, total);
     void* dst = recv_side(h, post, rbuf, rcount * size, rtype, total);
     BaseBuffer& sb = h.wrap(src, m.elems * static_cast<uint64_t>(size), m.dtype);
     BaseBuffer& rb = h.wrap(dst, m.elems * static_cast<uint64_t>(size), m.dtype);
@@ -464,11 +419,7 @@ int coll_barrier(Call call, MPI_Comm comm, MPI_Request* req) {
   Reason why = pre(comm, &cs);
   if (why == Reason::Offloaded && !state().can_barrier) why = Reason::DeviceCap;
   if (why == Reason::Offloaded) why = finish_checks(call, 0, comm, &cs);
-  if (why != Reason::Offloaded) {
-    scope.native(why, 0, comm);
-    return req ? PMPI_Ibarrier(comm, req) : PMPI_Barrier(comm);
-  }
-  scope.offloaded(0, comm);
+  if (!offload(scope, why, 0, comm)) return req ? PMPI_Ibarrier(comm, req) : PMPI_Barrier(comm);
   return run(call, comm, cs, req, [&](Held&, PostCopy&) { return state().accl->barrier(cs->id, true); });
 }
 

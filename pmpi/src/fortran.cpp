@@ -12,6 +12,7 @@
 // functions); it runs natively.
 #include "pmpi.hpp"
 
+#include <utility>
 #include <vector>
 
 extern "C" {
@@ -69,6 +70,34 @@ int with_status(F* fstatus, Fn&& fn) {
   return rc;
 }
 
+// Runs `fn` with a place for a new C handle and hands the handle out as a
+// Fortran integer if the call succeeded.
+template <typename Handle, typename ToFortran, typename Fn>
+int with_new_handle(F* fhandle, Handle null_handle, ToFortran to_fortran, Fn&& fn) {
+  Handle h = null_handle;
+  const int rc = fn(&h);
+  if (rc == MPI_SUCCESS) *fhandle = to_fortran(h);
+  return rc;
+}
+template <typename Fn>
+int with_new_request(F* freq, Fn&& fn) {
+  return with_new_handle(freq, MPI_REQUEST_NULL, req_c2f, std::forward<Fn>(fn));
+}
+template <typename Fn>
+int with_new_comm(F* fcomm, Fn&& fn) {
+  return with_new_handle(fcomm, MPI_COMM_NULL, PMPI_Comm_c2f, std::forward<Fn>(fn));
+}
+
+// Runs `fn` on the C request of a Fortran one and hands back what the call
+// left in it (MPI_REQUEST_NULL once completed or freed).
+template <typename Fn>
+int with_request(F* freq, Fn&& fn) {
+  MPI_Request r = req_f2c(*freq);
+  const int rc = fn(&r);
+  *freq = req_c2f(r);
+  return rc;
+}
+
 // Request arrays: Fortran integers in, C handles for the call, back out.
 struct ReqArray {
   std::vector<MPI_Request> c;
@@ -91,6 +120,23 @@ struct StatusArray {
   }
 };
 
+// MPI_Waitsome and MPI_Testsome: the completed indices go out 1-based.
+int complete_some(int (*fn)(int, MPI_Request[], int*, int[], MPI_Status[]), F* n, F* reqs, F* outcount, F* indices,
+                  F* statuses) {
+  ReqArray r(*n, reqs);
+  StatusArray s(*n, statuses);
+  std::vector<int> idx(static_cast<size_t>(*n > 0 ? *n : 0));
+  int out = 0;
+  const int rc = fn(*n, r.c.data(), &out, idx.data(), s.data());
+  r.back(*n, reqs);
+  *outcount = out;
+  if (out != MPI_UNDEFINED) {
+    for (int i = 0; i < out; ++i) indices[i] = idx[static_cast<size_t>(i)] + 1;
+    s.back(out);
+  }
+  return rc;
+}
+
 }  // namespace
 
 // One Fortran entry point in its four manglings.
@@ -111,34 +157,26 @@ FORTRAN(mpi_finalize, MPI_FINALIZE, (F * ierr), { *ierr = MPI_Finalize(); })
 
 // --- communicators -------------------------------------------------------------
 FORTRAN(mpi_comm_dup, MPI_COMM_DUP, (F * c, F* newcomm, F* ierr), {
-  MPI_Comm n = MPI_COMM_NULL;
-  *ierr = MPI_Comm_dup(comm(c), &n);
-  if (*ierr == MPI_SUCCESS) *newcomm = PMPI_Comm_c2f(n);
+  *ierr = with_new_comm(newcomm, [&](MPI_Comm* n) { return MPI_Comm_dup(comm(c), n); });
 })
 FORTRAN(mpi_comm_dup_with_info, MPI_COMM_DUP_WITH_INFO, (F * c, F* info, F* newcomm, F* ierr), {
-  MPI_Comm n = MPI_COMM_NULL;
-  *ierr = MPI_Comm_dup_with_info(comm(c), PMPI_Info_f2c(*info), &n);
-  if (*ierr == MPI_SUCCESS) *newcomm = PMPI_Comm_c2f(n);
+  *ierr = with_new_comm(newcomm, [&](MPI_Comm* n) { return MPI_Comm_dup_with_info(comm(c), PMPI_Info_f2c(*info), n); });
 })
 FORTRAN(mpi_comm_split, MPI_COMM_SPLIT, (F * c, F* color, F* key, F* newcomm, F* ierr), {
-  MPI_Comm n = MPI_COMM_NULL;
-  *ierr = MPI_Comm_split(comm(c), *color, *key, &n);
-  if (*ierr == MPI_SUCCESS) *newcomm = PMPI_Comm_c2f(n);
+  *ierr = with_new_comm(newcomm, [&](MPI_Comm* n) { return MPI_Comm_split(comm(c), *color, *key, n); });
 })
 FORTRAN(mpi_comm_split_type, MPI_COMM_SPLIT_TYPE, (F * c, F* split_type, F* key, F* info, F* newcomm, F* ierr), {
-  MPI_Comm n = MPI_COMM_NULL;
-  *ierr = MPI_Comm_split_type(comm(c), *split_type, *key, PMPI_Info_f2c(*info), &n);
-  if (*ierr == MPI_SUCCESS) *newcomm = PMPI_Comm_c2f(n);
+  *ierr = with_new_comm(newcomm, [&](MPI_Comm* n) {
+    return MPI_Comm_split_type(comm(c), *split_type, *key, PMPI_Info_f2c(*info), n);
+  });
 })
 FORTRAN(mpi_comm_create, MPI_COMM_CREATE, (F * c, F* group, F* newcomm, F* ierr), {
-  MPI_Comm n = MPI_COMM_NULL;
-  *ierr = MPI_Comm_create(comm(c), PMPI_Group_f2c(*group), &n);
-  if (*ierr == MPI_SUCCESS) *newcomm = PMPI_Comm_c2f(n);
+  *ierr = with_new_comm(newcomm, [&](MPI_Comm* n) { return MPI_Comm_create(comm(c), PMPI_Group_f2c(*group), n); });
 })
 FORTRAN(mpi_comm_create_group, MPI_COMM_CREATE_GROUP, (F * c, F* group, F* tag, F* newcomm, F* ierr), {
-  MPI_Comm n = MPI_COMM_NULL;
-  *ierr = MPI_Comm_create_group(comm(c), PMPI_Group_f2c(*group), *tag, &n);
-  if (*ierr == MPI_SUCCESS) *newcomm = PMPI_Comm_c2f(n);
+  *ierr = with_new_comm(newcomm, [&](MPI_Comm* n) {
+    return MPI_Comm_create_group(comm(c), PMPI_Group_f2c(*group), *tag, n);
+  });
 })
 
 // --- point-to-point ----------------------------------------------------------------
@@ -151,11 +189,11 @@ FORTRAN_SEND(mpi_bsend, MPI_BSEND, MPI_Bsend)
 FORTRAN_SEND(mpi_ssend, MPI_SSEND, MPI_Ssend)
 FORTRAN_SEND(mpi_rsend, MPI_RSEND, MPI_Rsend)
 
-#define FORTRAN_ISEND(lname, UNAME, cfn)                                                          \
-  FORTRAN(lname, UNAME, (void* buf, F* count, F* dt, F* dest, F* tag, F* c, F* req, F* ierr), {   \
-    MPI_Request r = MPI_REQUEST_NULL;                                                             \
-    *ierr = cfn(fbuf(buf), *count, type(dt), *dest, *tag, comm(c), &r);                           \
-    if (*ierr == MPI_SUCCESS) *req = req_c2f(r);                                                  \
+#define FORTRAN_ISEND(lname, UNAME, cfn)                                                        \
+  FORTRAN(lname, UNAME, (void* buf, F* count, F* dt, F* dest, F* tag, F* c, F* req, F* ierr), { \
+    *ierr = with_new_request(req, [&](MPI_Request* r) {                                         \
+      return cfn(fbuf(buf), *count, type(dt), *dest, *tag, comm(c), r);                         \
+    });                                                                                         \
   })
 FORTRAN_ISEND(mpi_isend, MPI_ISEND, MPI_Isend)
 FORTRAN_ISEND(mpi_ibsend, MPI_IBSEND, MPI_Ibsend)
@@ -213,10 +251,8 @@ FORTRAN(mpi_mrecv, MPI_MRECV, (void* buf, F* count, F* dt, F* message, F* status
 })
 FORTRAN(mpi_imrecv, MPI_IMRECV, (void* buf, F* count, F* dt, F* message, F* req, F* ierr), {
   MPI_Message m = msg_f2c(*message);
-  MPI_Request r = MPI_REQUEST_NULL;
-  *ierr = MPI_Imrecv(fbuf(buf), *count, type(dt), &m, &r);
+  *ierr = with_new_request(req, [&](MPI_Request* r) { return MPI_Imrecv(fbuf(buf), *count, type(dt), &m, r); });
   *message = msg_c2f(m);
-  if (*ierr == MPI_SUCCESS) *req = req_c2f(r);
 })
 
 // --- requests --------------------------------------------------------------------------
@@ -264,36 +300,12 @@ FORTRAN(mpi_testany, MPI_TESTANY, (F * n, F* reqs, F* index, F* flag, F* status,
   *index = idx == MPI_UNDEFINED ? MPI_UNDEFINED : idx + 1;
 })
 FORTRAN(mpi_waitsome, MPI_WAITSOME, (F * n, F* reqs, F* outcount, F* indices, F* statuses, F* ierr), {
-  ReqArray r(*n, reqs);
-  StatusArray s(*n, statuses);
-  std::vector<int> idx(static_cast<size_t>(*n > 0 ? *n : 0));
-  int out = 0;
-  *ierr = MPI_Waitsome(*n, r.c.data(), &out, idx.data(), s.data());
-  r.back(*n, reqs);
-  *outcount = out;
-  if (out != MPI_UNDEFINED) {
-    for (int i = 0; i < out; ++i) indices[i] = idx[static_cast<size_t>(i)] + 1;
-    s.back(out);
-  }
+  *ierr = complete_some(MPI_Waitsome, n, reqs, outcount, indices, statuses);
 })
 FORTRAN(mpi_testsome, MPI_TESTSOME, (F * n, F* reqs, F* outcount, F* indices, F* statuses, F* ierr), {
-  ReqArray r(*n, reqs);
-  StatusArray s(*n, statuses);
-  std::vector<int> idx(static_cast<size_t>(*n > 0 ? *n : 0));
-  int out = 0;
-  *ierr = MPI_Testsome(*n, r.c.data(), &out, idx.data(), s.data());
-  r.back(*n, reqs);
-  *outcount = out;
-  if (out != MPI_UNDEFINED) {
-    for (int i = 0; i < out; ++i) indices[i] = idx[static_cast<size_t>(i)] + 1;
-    s.back(out);
-  }
+  *ierr = complete_some(MPI_Testsome, n, reqs, outcount, indices, statuses);
 })
-FORTRAN(mpi_request_free, MPI_REQUEST_FREE, (F * req, F* ierr), {
-  MPI_Request r = req_f2c(*req);
-  *ierr = MPI_Request_free(&r);
-  *req = req_c2f(r);
-})
+FORTRAN(mpi_request_free, MPI_REQUEST_FREE, (F * req, F* ierr), { *ierr = with_request(req, MPI_Request_free); })
 FORTRAN(mpi_request_get_status, MPI_REQUEST_GET_STATUS, (F * req, F* flag, F* status, F* ierr), {
   int fl = 0;
   *ierr = with_status(status, [&](MPI_Status* s) { return MPI_Request_get_status(req_f2c(*req), &fl, s); });
@@ -303,11 +315,7 @@ FORTRAN(mpi_cancel, MPI_CANCEL, (F * req, F* ierr), {
   MPI_Request r = req_f2c(*req);
   *ierr = MPI_Cancel(&r);
 })
-FORTRAN(mpi_start, MPI_START, (F * req, F* ierr), {
-  MPI_Request r = req_f2c(*req);
-  *ierr = MPI_Start(&r);
-  *req = req_c2f(r);
-})
+FORTRAN(mpi_start, MPI_START, (F * req, F* ierr), { *ierr = with_request(req, MPI_Start); })
 FORTRAN(mpi_startall, MPI_STARTALL, (F * n, F* reqs, F* ierr), {
   ReqArray r(*n, reqs);
   *ierr = MPI_Startall(*n, r.c.data());
@@ -317,33 +325,31 @@ FORTRAN(mpi_startall, MPI_STARTALL, (F * n, F* reqs, F* ierr), {
 // --- collectives ---------------------------------------------------------------------------
 FORTRAN(mpi_barrier, MPI_BARRIER, (F * c, F* ierr), { *ierr = MPI_Barrier(comm(c)); })
 FORTRAN(mpi_ibarrier, MPI_IBARRIER, (F * c, F* req, F* ierr), {
-  MPI_Request r = MPI_REQUEST_NULL;
-  *ierr = MPI_Ibarrier(comm(c), &r);
-  if (*ierr == MPI_SUCCESS) *req = req_c2f(r);
+  *ierr = with_new_request(req, [&](MPI_Request* r) { return MPI_Ibarrier(comm(c), r); });
 })
 FORTRAN(mpi_bcast, MPI_BCAST, (void* buf, F* count, F* dt, F* root, F* c, F* ierr), {
   *ierr = MPI_Bcast(fbuf(buf), *count, type(dt), *root, comm(c));
 })
 FORTRAN(mpi_ibcast, MPI_IBCAST, (void* buf, F* count, F* dt, F* root, F* c, F* req, F* ierr), {
-  MPI_Request r = MPI_REQUEST_NULL;
-  *ierr = MPI_Ibcast(fbuf(buf), *count, type(dt), *root, comm(c), &r);
-  if (*ierr == MPI_SUCCESS) *req = req_c2f(r);
+  *ierr = with_new_request(req, [&](MPI_Request* r) {
+    return MPI_Ibcast(fbuf(buf), *count, type(dt), *root, comm(c), r);
+  });
 })
 FORTRAN(mpi_reduce, MPI_REDUCE, (void* sbuf, void* rbuf, F* count, F* dt, F* o, F* root, F* c, F* ierr), {
   *ierr = MPI_Reduce(fbuf(sbuf), fbuf(rbuf), *count, type(dt), op(o), *root, comm(c));
 })
 FORTRAN(mpi_ireduce, MPI_IREDUCE, (void* sbuf, void* rbuf, F* count, F* dt, F* o, F* root, F* c, F* req, F* ierr), {
-  MPI_Request r = MPI_REQUEST_NULL;
-  *ierr = MPI_Ireduce(fbuf(sbuf), fbuf(rbuf), *count, type(dt), op(o), *root, comm(c), &r);
-  if (*ierr == MPI_SUCCESS) *req = req_c2f(r);
+  *ierr = with_new_request(req, [&](MPI_Request* r) {
+    return MPI_Ireduce(fbuf(sbuf), fbuf(rbuf), *count, type(dt), op(o), *root, comm(c), r);
+  });
 })
 FORTRAN(mpi_allreduce, MPI_ALLREDUCE, (void* sbuf, void* rbuf, F* count, F* dt, F* o, F* c, F* ierr), {
   *ierr = MPI_Allreduce(fbuf(sbuf), fbuf(rbuf), *count, type(dt), op(o), comm(c));
 })
 FORTRAN(mpi_iallreduce, MPI_IALLREDUCE, (void* sbuf, void* rbuf, F* count, F* dt, F* o, F* c, F* req, F* ierr), {
-  MPI_Request r = MPI_REQUEST_NULL;
-  *ierr = MPI_Iallreduce(fbuf(sbuf), fbuf(rbuf), *count, type(dt), op(o), comm(c), &r);
-  if (*ierr == MPI_SUCCESS) *req = req_c2f(r);
+  *ierr = with_new_request(req, [&](MPI_Request* r) {
+    return MPI_Iallreduce(fbuf(sbuf), fbuf(rbuf), *count, type(dt), op(o), comm(c), r);
+  });
 })
 FORTRAN(mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK,
         (void* sbuf, void* rbuf, F* count, F* dt, F* o, F* c, F* ierr), {
@@ -351,18 +357,18 @@ FORTRAN(mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK,
         })
 FORTRAN(mpi_ireduce_scatter_block, MPI_IREDUCE_SCATTER_BLOCK,
         (void* sbuf, void* rbuf, F* count, F* dt, F* o, F* c, F* req, F* ierr), {
-          MPI_Request r = MPI_REQUEST_NULL;
-          *ierr = MPI_Ireduce_scatter_block(fbuf(sbuf), fbuf(rbuf), *count, type(dt), op(o), comm(c), &r);
-          if (*ierr == MPI_SUCCESS) *req = req_c2f(r);
+          *ierr = with_new_request(req, [&](MPI_Request* r) {
+            return MPI_Ireduce_scatter_block(fbuf(sbuf), fbuf(rbuf), *count, type(dt), op(o), comm(c), r);
+          });
         })
 FORTRAN(mpi_reduce_scatter, MPI_REDUCE_SCATTER, (void* sbuf, void* rbuf, F* counts, F* dt, F* o, F* c, F* ierr), {
   *ierr = MPI_Reduce_scatter(fbuf(sbuf), fbuf(rbuf), counts, type(dt), op(o), comm(c));
 })
 FORTRAN(mpi_ireduce_scatter, MPI_IREDUCE_SCATTER,
         (void* sbuf, void* rbuf, F* counts, F* dt, F* o, F* c, F* req, F* ierr), {
-          MPI_Request r = MPI_REQUEST_NULL;
-          *ierr = MPI_Ireduce_scatter(fbuf(sbuf), fbuf(rbuf), counts, type(dt), op(o), comm(c), &r);
-          if (*ierr == MPI_SUCCESS) *req = req_c2f(r);
+          *ierr = with_new_request(req, [&](MPI_Request* r) {
+            return MPI_Ireduce_scatter(fbuf(sbuf), fbuf(rbuf), counts, type(dt), op(o), comm(c), r);
+          });
         })
 
 #define FORTRAN_ROOTED(lname, UNAME, cfn)                                                                     \
@@ -373,9 +379,9 @@ FORTRAN(mpi_ireduce_scatter, MPI_IREDUCE_SCATTER,
 #define FORTRAN_IROOTED(lname, UNAME, cfn)                                                                       \
   FORTRAN(lname, UNAME,                                                                                          \
           (void* sbuf, F* scount, F* stype, void* rbuf, F* rcount, F* rtype, F* root, F* c, F* req, F* ierr), {  \
-            MPI_Request r = MPI_REQUEST_NULL;                                                                    \
-            *ierr = cfn(fbuf(sbuf), *scount, type(stype), fbuf(rbuf), *rcount, type(rtype), *root, comm(c), &r); \
-            if (*ierr == MPI_SUCCESS) *req = req_c2f(r);                                                         \
+            *ierr = with_new_request(req, [&](MPI_Request* r) {                                                  \
+              return cfn(fbuf(sbuf), *scount, type(stype), fbuf(rbuf), *rcount, type(rtype), *root, comm(c), r); \
+            });                                                                                                  \
           })
 FORTRAN_ROOTED(mpi_gather, MPI_GATHER, MPI_Gather)
 FORTRAN_ROOTED(mpi_scatter, MPI_SCATTER, MPI_Scatter)
@@ -386,12 +392,12 @@ FORTRAN_IROOTED(mpi_iscatter, MPI_ISCATTER, MPI_Iscatter)
   FORTRAN(lname, UNAME, (void* sbuf, F* scount, F* stype, void* rbuf, F* rcount, F* rtype, F* c, F* ierr), { \
     *ierr = cfn(fbuf(sbuf), *scount, type(stype), fbuf(rbuf), *rcount, type(rtype), comm(c));                \
   })
-#define FORTRAN_IALL(lname, UNAME, cfn)                                                                    \
-  FORTRAN(lname, UNAME,                                                                                    \
-          (void* sbuf, F* scount, F* stype, void* rbuf, F* rcount, F* rtype, F* c, F* req, F* ierr), {     \
-            MPI_Request r = MPI_REQUEST_NULL;                                                              \
-            *ierr = cfn(fbuf(sbuf), *scount, type(stype), fbuf(rbuf), *rcount, type(rtype), comm(c), &r);  \
-            if (*ierr == MPI_SUCCESS) *req = req_c2f(r);                                                   \
+#define FORTRAN_IALL(lname, UNAME, cfn)                                                                   \
+  FORTRAN(lname, UNAME,                                                                                   \
+          (void* sbuf, F* scount, F* stype, void* rbuf, F* rcount, F* rtype, F* c, F* req, F* ierr), {    \
+            *ierr = with_new_request(req, [&](MPI_Request* r) {                                           \
+              return cfn(fbuf(sbuf), *scount, type(stype), fbuf(rbuf), *rcount, type(rtype), comm(c), r); \
+            });                                                                                           \
           })
 FORTRAN_ALL(mpi_allgather, MPI_ALLGATHER, MPI_Allgather)
 FORTRAN_ALL(mpi_alltoall, MPI_ALLTOALL, MPI_Alltoall)

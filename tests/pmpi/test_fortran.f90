@@ -3,8 +3,9 @@
 ! Fortran (`use mpi`) through the layer: Open MPI's Fortran bindings call
 ! PMPI directly, so these calls only reach ACCL through the layer's own
 ! mpi_*_ entry points. Checks results, statuses, MPI_IN_PLACE (a Fortran
-! sentinel) and request handles; the ACCL_STATS table (checked by the test
-! runner) proves the calls were offloaded.
+! sentinel) and request handles (new ones, ones completed by waitsome and
+! testsome, persistent ones started and freed); the ACCL_STATS table
+! (checked by the test runner) proves the calls were offloaded.
 program test_fortran
   use mpi
   implicit none
@@ -16,6 +17,11 @@ program test_fortran
   integer :: ia(n), ib(n), status(MPI_STATUS_SIZE), cnt
   integer :: reqs(2), statuses(MPI_STATUS_SIZE, 2)
   integer, allocatable :: sendv(:), recvv(:)
+  integer :: dup, left, right, iter, done, outcount
+  integer :: creqs(3), indices(3), cstatuses(MPI_STATUS_SIZE, 3), preqs(2)
+  integer :: ic(n)
+  integer, allocatable :: gathered(:)
+  double precision :: t0
 
   failures = 0
   call MPI_Init_thread(MPI_THREAD_FUNNELED, provided, ierr)
@@ -100,6 +106,82 @@ program test_fortran
   end if
   call MPI_Barrier(half, ierr)
   call MPI_Comm_free(half, ierr)
+
+  ! Handles the wrappers create or update: a duplicated communicator,
+  ! non-blocking collectives completed by waitsome and testsome (indices are
+  ! 1-based, completed requests come back as MPI_REQUEST_NULL), persistent
+  ! requests started twice, then freed.
+  call MPI_Comm_dup(MPI_COMM_WORLD, dup, ierr)
+  if (ierr /= MPI_SUCCESS .or. dup == MPI_COMM_NULL) failures = failures + 1
+  allocate(gathered(nprocs))
+  ia = rank + 1
+  ic = 0
+  if (rank == 0) ic = 9
+  call MPI_Iallreduce(ia, ib, n, MPI_INTEGER, MPI_SUM, dup, creqs(1), ierr)
+  call MPI_Ibcast(ic, n, MPI_INTEGER, 0, dup, creqs(2), ierr)
+  call MPI_Igather(rank, 1, MPI_INTEGER, gathered, 1, MPI_INTEGER, 0, dup, creqs(3), ierr)
+  done = 0
+  do while (done < 3)
+    call MPI_Waitsome(3, creqs, outcount, indices, cstatuses, ierr)
+    if (ierr /= MPI_SUCCESS .or. outcount < 1 .or. outcount == MPI_UNDEFINED) then
+      failures = failures + 1
+      exit
+    end if
+    do i = 1, outcount
+      if (indices(i) < 1 .or. indices(i) > 3) then
+        failures = failures + 1
+      else if (creqs(indices(i)) /= MPI_REQUEST_NULL) then
+        failures = failures + 1
+      end if
+    end do
+    done = done + outcount
+  end do
+  if (any(ib /= nprocs * (nprocs + 1) / 2)) failures = failures + 1
+  if (any(ic /= 9)) failures = failures + 1
+  if (rank == 0) then
+    do i = 1, nprocs
+      if (gathered(i) /= i - 1) failures = failures + 1
+    end do
+  end if
+
+  call MPI_Iallgather(rank, 1, MPI_INTEGER, gathered, 1, MPI_INTEGER, dup, creqs(1), ierr)
+  call MPI_Ibarrier(dup, creqs(2), ierr)
+  done = 0
+  t0 = MPI_Wtime()
+  do while (done < 2)
+    if (MPI_Wtime() - t0 > 30d0) exit  ! bounded: the waitall below completes what is left
+    call MPI_Testsome(2, creqs(1:2), outcount, indices, cstatuses, ierr)
+    if (ierr /= MPI_SUCCESS .or. outcount == MPI_UNDEFINED) exit
+    do i = 1, outcount
+      if (indices(i) < 1 .or. indices(i) > 2) failures = failures + 1
+    end do
+    done = done + outcount
+  end do
+  if (done /= 2) then
+    failures = failures + 1
+    call MPI_Waitall(2, creqs(1:2), cstatuses, ierr)
+  end if
+  if (any(creqs(1:2) /= MPI_REQUEST_NULL)) failures = failures + 1
+  do i = 1, nprocs
+    if (gathered(i) /= i - 1) failures = failures + 1
+  end do
+
+  left = mod(rank + nprocs - 1, nprocs)
+  right = mod(rank + 1, nprocs)
+  call MPI_Recv_init(ib, n, MPI_INTEGER, left, 6, dup, preqs(1), ierr)
+  call MPI_Send_init(ia, n, MPI_INTEGER, right, 6, dup, preqs(2), ierr)
+  do iter = 1, 2
+    ia = rank * 10 + iter
+    call MPI_Start(preqs(1), ierr)
+    call MPI_Start(preqs(2), ierr)
+    call MPI_Waitall(2, preqs, statuses, ierr)
+    if (any(ib /= left * 10 + iter)) failures = failures + 1
+    if (any(preqs == MPI_REQUEST_NULL)) failures = failures + 1  ! persistent requests stay allocated
+  end do
+  call MPI_Request_free(preqs(1), ierr)
+  call MPI_Request_free(preqs(2), ierr)
+  if (any(preqs /= MPI_REQUEST_NULL)) failures = failures + 1
+  call MPI_Comm_free(dup, ierr)
 
   call MPI_Allreduce(failures, total, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
   if (rank == 0) then
