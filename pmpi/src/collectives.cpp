@@ -71,7 +71,11 @@ Reason check_root(Reason why, MPI_Comm comm, CommState* cs, int root, int* rank,
 
 // Accounts the decision; false: the caller runs the native call.
 bool offload(CallScope& scope, Reason why, uint64_t bytes, MPI_Comm comm) {
-  if (!offload(scope, why, bytes, comm)) return false;
+  if (why != Reason::Offloaded) {
+    scope.native(why, bytes, comm);
+    return false;
+  }
+  scope.offloaded(bytes, comm);
   return true;
 }
 
