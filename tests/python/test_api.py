@@ -320,6 +320,28 @@ def _free_ports(n):
             s.close()
 
 
+def _free_consecutive_ports(n, attempts=200):
+    """A base port such that base .. base+n-1 can all be bound right now (the
+    legacy sim_sock form derives every rank's port from one base)."""
+    for _ in range(attempts):
+        base = _free_ports(1)[0]
+        if base + n - 1 > 0xFFFF:
+            continue
+        socks = []
+        try:
+            for p in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    pytest.skip(f"no {n} consecutive free ports found")
+
+
 def _allreduce_world(instances):
     results = [None] * len(instances)
 
@@ -357,9 +379,7 @@ def test_explicit_ranks_and_sim_sock():
         np.testing.assert_array_equal(got, 3)
     for inst in explicit:
         inst.deinit()
-    base = _free_ports(1)[0]
-    if base + 1 > 0xFFFF:
-        pytest.skip("no room for a second port")
+    base = _free_consecutive_ports(2)
     legacy = [accl(2, i, sim_mode=True, sim_sock=f"tcp://localhost:{base + i}") for i in range(2)]
     assert [r["port"] for r in legacy[0].ranks] == [base, base + 1]
     for got in _allreduce_world(legacy):
