@@ -29,6 +29,8 @@ import sys
 import tempfile
 import time
 
+from run_mpi import mpirun_environment  # same directory: the script's sys.path[0]
+
 
 def main():
     p = argparse.ArgumentParser()
@@ -42,12 +44,7 @@ def main():
     p.add_argument("cmd", nargs=argparse.REMAINDER)
     a = p.parse_args()
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
-    env = dict(os.environ)
-    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    env.setdefault("OMPI_MCA_btl_base_warn_component_unused", "0")
-    env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
-    env.setdefault("OMPI_MCA_hwloc_base_binding_policy", "none")
+    env = mpirun_environment()
     env["ACCL_TIMEOUT_MS"] = str(a.timeout_ms)
     env["ACCL_PMPI_TIMEOUT_MS"] = str(a.timeout_ms)
     env["ACCL_EMU_TRANSPORT"] = a.transport

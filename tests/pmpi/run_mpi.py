@@ -15,6 +15,18 @@ import subprocess
 import sys
 
 
+def mpirun_environment():
+    """Our environment plus what mpirun needs here: root allowed, quiet,
+    single-host, oversubscribed (2 cores, up to 4 ranks), no binding."""
+    env = dict(os.environ)
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    env.setdefault("OMPI_MCA_btl_base_warn_component_unused", "0")
+    env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
+    env.setdefault("OMPI_MCA_hwloc_base_binding_policy", "none")
+    return env
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--np", type=int, default=2)
@@ -27,13 +39,7 @@ def main():
     p.add_argument("cmd", nargs=argparse.REMAINDER)
     a = p.parse_args()
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
-    env = dict(os.environ)
-    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    # Quiet, single-host, oversubscribed (2 cores, up to 4 ranks).
-    env.setdefault("OMPI_MCA_btl_base_warn_component_unused", "0")
-    env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
-    env.setdefault("OMPI_MCA_hwloc_base_binding_policy", "none")
+    env = mpirun_environment()
     for kv in a.env:
         k, _, v = kv.partition("=")
         env[k] = v
