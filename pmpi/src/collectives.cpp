@@ -25,6 +25,7 @@
 
 #include <climits>
 #include <cstring>
+#include <optional>
 
 namespace accl::pmpi {
 
@@ -198,6 +199,49 @@ ReduceArgs check_reduction(Call call, int count, MPI_Datatype type, MPI_Op op, M
   return a;
 }
 
+// --- data movement in blocks ---------------------------------------------------
+
+// One rank's block of a data-movement call.
+struct Block {
+  int count;
+  MPI_Datatype type;
+};
+
+struct BlockArgs {
+  Reason why = Reason::Offloaded;
+  CommState* cs = nullptr;
+  int rank = -1;
+  int size = 0;
+  bool in_place = false;
+  uint64_t block = 0;  // bytes per rank: the type signature every member must match
+  uint64_t total = 0;  // bytes over the communicator
+  Movement m;
+};
+
+// The decision for gather, scatter, allgather and alltoall. Each rank's block
+// is `own` (the send side of gather/allgather/alltoall, the receive side of
+// scatter); MPI_IN_PLACE (`in_place_arg`, significant only at the root of a
+// rooted call) replaces it, and then the other side, `other`, describes it.
+// `device_cap` is Reason::DeviceCap when the device cannot run the call.
+BlockArgs check_blocks(Call call, MPI_Comm comm, std::optional<int> root, Reason device_cap, bool in_place_arg,
+                       Block own, Block other) {
+  BlockArgs a;
+  a.why = pre(comm, &a.cs);
+  if (root) a.why = check_root(a.why, comm, a.cs, *root, &a.rank, &a.size);
+  else if (a.why == Reason::Offloaded) rank_size(comm, a.cs, &a.rank, &a.size);
+  a.in_place = in_place_arg && (!root || a.rank == *root);
+  const Block b = a.in_place ? other : own;
+  a.block = bytes_of(b.count, b.type);
+  a.total = a.block * static_cast<uint64_t>(a.size);
+  a.m = movement(a.block);
+  if (a.why == Reason::Offloaded) a.why = device_cap;
+  if (a.why == Reason::Offloaded) a.why = classify_movement(a.block, a.total, a.m);
+  // Unrooted calls: every rank receives blocks of the size it sends.
+  if (!root && a.why == Reason::Offloaded && bytes_of(other.count, other.type) != a.block) a.why = Reason::Signature;
+  if (a.why == Reason::Offloaded) a.why = finish_checks(call, a.total, comm, &a.cs);
+  return a;
+}
+
 }  // namespace
 
 int coll_allreduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
@@ -303,59 +347,45 @@ int coll_bcast(Call call, void* buf, int count, MPI_Datatype type, int root, MPI
 int coll_gather(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                 MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
-  CommState* cs = nullptr;
-  int rank = -1, size = 0;
-  Reason why = check_root(pre(comm, &cs), comm, cs, root, &rank, &size);
-  const bool in_place = rank == root && sbuf == MPI_IN_PLACE;
   // The per-rank block signature: what each rank sends (the root's own
   // block sits in rbuf when in place).
-  const uint64_t block = in_place ? bytes_of(rcount, rtype) : bytes_of(scount, stype);
-  const uint64_t total = block * static_cast<uint64_t>(size);
-  const Movement m = movement(block);
-  if (why == Reason::Offloaded) why = classify_movement(block, total, m);
-  if (why == Reason::Offloaded) why = finish_checks(call, total, comm, &cs);
-  if (!offload(scope, why, total, comm))
+  const BlockArgs a = check_blocks(call, comm, root, Reason::Offloaded, sbuf == MPI_IN_PLACE, {scount, stype},
+                                   {rcount, rtype});
+  if (!offload(scope, a.why, a.total, comm))
     return req ? PMPI_Igather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req)
                : PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
-  return run(call, comm, cs, req, [&](Held& h, PostCopy& post) {
-    const void* src = in_place ? stage_own_block(h, rbuf, root, rcount, rtype, block)
-                               : send_side(h, sbuf, scount, stype, block);
-    BaseBuffer& sb = h.wrap(src, m.elems, m.dtype);
+  return run(call, comm, a.cs, req, [&](Held& h, PostCopy& post) {
+    const void* src = a.in_place ? stage_own_block(h, rbuf, root, rcount, rtype, a.block)
+                                 : send_side(h, sbuf, scount, stype, a.block);
+    BaseBuffer& sb = h.wrap(src, a.m.elems, a.m.dtype);
     BaseBuffer* rb = &sb;  // not significant off the root
-    if (rank == root) {
-      void* dst = recv_side(h, post, rbuf, rcount * size, rtype, total);
-      rb = &h.wrap(dst, m.elems * static_cast<uint64_t>(size), m.dtype);
+    if (a.rank == root) {
+      void* dst = recv_side(h, post, rbuf, rcount * a.size, rtype, a.total);
+      rb = &h.wrap(dst, a.m.elems * static_cast<uint64_t>(a.size), a.m.dtype);
     }
-    return state().accl->gather(sb, *rb, static_cast<unsigned>(m.elems), static_cast<unsigned>(root), cs->id, false,
-                                false, dataType::none, true);
+    return state().accl->gather(sb, *rb, static_cast<unsigned>(a.m.elems), static_cast<unsigned>(root), a.cs->id,
+                                false, false, dataType::none, true);
   });
 }
 
 int coll_scatter(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                  MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
-  CommState* cs = nullptr;
-  int rank = -1, size = 0;
-  Reason why = check_root(pre(comm, &cs), comm, cs, root, &rank, &size);
-  const bool in_place = rank == root && rbuf == MPI_IN_PLACE;
-  const uint64_t block = in_place ? bytes_of(scount, stype) : bytes_of(rcount, rtype);
-  const uint64_t total = block * static_cast<uint64_t>(size);
-  const Movement m = movement(block);
-  if (why == Reason::Offloaded) why = classify_movement(block, total, m);
-  if (why == Reason::Offloaded) why = finish_checks(call, total, comm, &cs);
-  if (!offload(scope, why, total, comm))
+  const BlockArgs a = check_blocks(call, comm, root, Reason::Offloaded, rbuf == MPI_IN_PLACE, {rcount, rtype},
+                                   {scount, stype});
+  if (!offload(scope, a.why, a.total, comm))
     return req ? PMPI_Iscatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req)
                : PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
-  return run(call, comm, cs, req, [&](Held& h, PostCopy& post) {
+  return run(call, comm, a.cs, req, [&](Held& h, PostCopy& post) {
     // In place the root's own block stays where it is.
-    void* dst = in_place ? h.stage(block) : recv_side(h, post, rbuf, rcount, rtype, block);
-    BaseBuffer& rb = h.wrap(dst, m.elems, m.dtype);
+    void* dst = a.in_place ? h.stage(a.block) : recv_side(h, post, rbuf, rcount, rtype, a.block);
+    BaseBuffer& rb = h.wrap(dst, a.m.elems, a.m.dtype);
     BaseBuffer* sb = &rb;  // not significant off the root
-    if (rank == root) {
-      const void* src = send_side(h, sbuf, scount * size, stype, total);
-      sb = &h.wrap(src, m.elems * static_cast<uint64_t>(size), m.dtype);
+    if (a.rank == root) {
+      const void* src = send_side(h, sbuf, scount * a.size, stype, a.total);
+      sb = &h.wrap(src, a.m.elems * static_cast<uint64_t>(a.size), a.m.dtype);
     }
-    return state().accl->scatter(*sb, rb, static_cast<unsigned>(m.elems), static_cast<unsigned>(root), cs->id,
+    return state().accl->scatter(*sb, rb, static_cast<unsigned>(a.m.elems), static_cast<unsigned>(root), a.cs->id,
                                  false, false, dataType::none, true);
   });
 }
@@ -363,57 +393,39 @@ int coll_scatter(Call call, const void* sbuf, int scount, MPI_Datatype stype, vo
 int coll_allgather(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                    MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
-  CommState* cs = nullptr;
-  Reason why = pre(comm, &cs);
-  int rank = 0, size = 0;
-  if (why == Reason::Offloaded) rank_size(comm, cs, &rank, &size);
-  const bool in_place = sbuf == MPI_IN_PLACE;
-  const uint64_t block = in_place ? bytes_of(rcount, rtype) : bytes_of(scount, stype);
-  const uint64_t total = block * static_cast<uint64_t>(size);
-  const Movement m = movement(block);
-  if (why == Reason::Offloaded) why = classify_movement(block, total, m);
-  if (why == Reason::Offloaded && bytes_of(rcount, rtype) != block) why = Reason::Signature;
-  if (why == Reason::Offloaded) why = finish_checks(call, total, comm, &cs);
-  if (!offload(scope, why, total, comm))
+  const BlockArgs a = check_blocks(call, comm, std::nullopt, Reason::Offloaded, sbuf == MPI_IN_PLACE,
+                                   {scount, stype}, {rcount, rtype});
+  if (!offload(scope, a.why, a.total, comm))
     return req ? PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req)
                : PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-  return run(call, comm, cs, req, [&](Held& h, PostCopy& post) {
-    const void* src = in_place ? stage_own_block(h, rbuf, rank, rcount, rtype, block)
-                               : send_side(h, sbuf, scount, stype, block);
-    void* dst = recv_side(h, post, rbuf, rcount * size, rtype, total);
-    BaseBuffer& sb = h.wrap(src, m.elems, m.dtype);
-    BaseBuffer& rb = h.wrap(dst, m.elems * static_cast<uint64_t>(size), m.dtype);
-    return state().accl->allgather(sb, rb, static_cast<unsigned>(m.elems), cs->id, false, false, dataType::none,
-                                   true);
+  return run(call, comm, a.cs, req, [&](Held& h, PostCopy& post) {
+    const void* src = a.in_place ? stage_own_block(h, rbuf, a.rank, rcount, rtype, a.block)
+                                 : send_side(h, sbuf, scount, stype, a.block);
+    void* dst = recv_side(h, post, rbuf, rcount * a.size, rtype, a.total);
+    BaseBuffer& sb = h.wrap(src, a.m.elems, a.m.dtype);
+    BaseBuffer& rb = h.wrap(dst, a.m.elems * static_cast<uint64_t>(a.size), a.m.dtype);
+    return state().accl->allgather(sb, rb, static_cast<unsigned>(a.m.elems), a.cs->id, false, false,
+                                   dataType::none, true);
   });
 }
 
 int coll_alltoall(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                   MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
-  CommState* cs = nullptr;
-  Reason why = pre(comm, &cs);
-  int rank = 0, size = 0;
-  if (why == Reason::Offloaded) rank_size(comm, cs, &rank, &size);
-  const bool in_place = sbuf == MPI_IN_PLACE;
-  const uint64_t block = in_place ? bytes_of(rcount, rtype) : bytes_of(scount, stype);
-  const uint64_t total = block * static_cast<uint64_t>(size);
-  const Movement m = movement(block);
-  if (why == Reason::Offloaded && !state().can_alltoall) why = Reason::DeviceCap;
-  if (why == Reason::Offloaded) why = classify_movement(block, total, m);
-  if (why == Reason::Offloaded && bytes_of(rcount, rtype) != block) why = Reason::Signature;
-  if (why == Reason::Offloaded) why = finish_checks(call, total, comm, &cs);
-  if (!offload(scope, why, total, comm))
+  const BlockArgs a = check_blocks(call, comm, std::nullopt,
+                                   state().can_alltoall ? Reason::Offloaded : Reason::DeviceCap,
+                                   sbuf == MPI_IN_PLACE, {scount, stype}, {rcount, rtype});
+  if (!offload(scope, a.why, a.total, comm))
     return req ? PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req)
                : PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-  return run(call, comm, cs, req, [&](Held& h, PostCopy& post) {
-    const void* src = in_place ? stage_in_place(h, rbuf, rcount * size, rtype, total)
-                               : send_side(h, sbuf, scount * size, stype, total);
-    void* dst = recv_side(h, post, rbuf, rcount * size, rtype, total);
-    BaseBuffer& sb = h.wrap(src, m.elems * static_cast<uint64_t>(size), m.dtype);
-    BaseBuffer& rb = h.wrap(dst, m.elems * static_cast<uint64_t>(size), m.dtype);
-    return state().accl->alltoall(sb, rb, static_cast<unsigned>(m.elems), cs->id, false, false, dataType::none,
-                                  true);
+  return run(call, comm, a.cs, req, [&](Held& h, PostCopy& post) {
+    const void* src = a.in_place ? stage_in_place(h, rbuf, rcount * a.size, rtype, a.total)
+                                 : send_side(h, sbuf, scount * a.size, stype, a.total);
+    void* dst = recv_side(h, post, rbuf, rcount * a.size, rtype, a.total);
+    BaseBuffer& sb = h.wrap(src, a.m.elems * static_cast<uint64_t>(a.size), a.m.dtype);
+    BaseBuffer& rb = h.wrap(dst, a.m.elems * static_cast<uint64_t>(a.size), a.m.dtype);
+    return state().accl->alltoall(sb, rb, static_cast<unsigned>(a.m.elems), a.cs->id, false, false,
+                                  dataType::none, true);
   });
 }
 
