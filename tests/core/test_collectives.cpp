@@ -89,19 +89,33 @@ class CollectiveTest : public ::testing::TestWithParam<Case> {
     };
 
     w.run([&](unsigned r, ACCL& a) {
+      // This rank's input: val(r, i) on [0, count). The call must leave it as it is.
+      auto own_input = [&](size_t count) {
+        return in_buffer<T>(a, count, in_host, [&](size_t i) { return val(r, i); });
+      };
+      auto expect_unchanged = [&](const accl::Buffer<T>& src, size_t count) {
+        EXPECT_TRUE(check_range(src, 0, count, [&](size_t i) { return val(r, i); }, where(r, "src unchanged")));
+      };
+      // Gathered: chunk q of `dst` holds rank q's input, nothing is written past the P chunks.
+      auto expect_gathered = [&](const accl::Buffer<T>& dst) {
+        for (unsigned q = 0; q < P; ++q)
+          EXPECT_TRUE(check_range(dst, q * n, n, [&](size_t i) { return val(q, i); },
+                                  where(r, "chunk of rank " + std::to_string(q)), tol));
+        EXPECT_TRUE(check_sentinel(dst, n * P, where(r, "tail")));
+      };
       switch (c.call) {
         case Call::copy: {
-          auto src = in_buffer<T>(a, n, in_host, [&](size_t i) { return val(r, i); });
+          auto src = own_input(n);
           auto dst = out_buffer<T>(a, n + kPad, out_host);
           a.copy(*src, *dst, static_cast<unsigned>(n));
           EXPECT_TRUE(check_range(*dst, 0, n, [&](size_t i) { return val(r, i); }, where(r, "dst")));
           EXPECT_TRUE(check_sentinel(*dst, n, where(r, "dst tail")));
-          EXPECT_TRUE(check_range(*src, 0, n, [&](size_t i) { return val(r, i); }, where(r, "src unchanged")));
+          expect_unchanged(*src, n);
           break;
         }
         case Call::combine: {
           auto v2 = [&](size_t i) { return roundtrip<T>(pattern_value(pat, c.type, r + 11, i, seed + 1)); };
-          auto a1 = in_buffer<T>(a, n, in_host, [&](size_t i) { return val(r, i); });
+          auto a1 = own_input(n);
           auto a2 = in_buffer<T>(a, n, in_host, v2);
           auto res = out_buffer<T>(a, n + kPad, out_host);
           a.combine(static_cast<unsigned>(n), c.op, *a1, *a2, *res);
@@ -113,25 +127,25 @@ class CollectiveTest : public ::testing::TestWithParam<Case> {
         }
         case Call::sendrecv: {
           const unsigned next = (r + 1) % P, prev = (r + P - 1) % P;
-          auto src = in_buffer<T>(a, n, in_host, [&](size_t i) { return val(r, i); });
+          auto src = own_input(n);
           auto dst = out_buffer<T>(a, n + kPad, out_host);
-          // Post the receive first (asynchronously): a rendezvous send waits for it.
-          auto rq = a.recv(*dst, static_cast<unsigned>(n), prev, 100 + prev, GLOBAL_COMM, false, cd, true);
-          a.send(*src, static_cast<unsigned>(n), next, 100 + r, GLOBAL_COMM, false, cd);
-          rq->wait();
-          EXPECT_TRUE(check_range(*dst, 0, n, [&](size_t i) { return val(prev, i); },
-                                  where(r, "received from " + std::to_string(prev)), tol));
-          EXPECT_TRUE(check_sentinel(*dst, n, where(r, "dst tail")));
-          EXPECT_TRUE(check_range(*src, 0, n, [&](size_t i) { return val(r, i); }, where(r, "src unchanged")));
+          // src to `to` and from `from` into dst, tags tag_base + sender. The
+          // receive is posted first (asynchronously): a rendezvous send waits for it.
+          auto exchange = [&](unsigned to, unsigned from, unsigned tag_base, const std::string& got,
+                              const std::string& tail) {
+            auto rq = a.recv(*dst, static_cast<unsigned>(n), from, tag_base + from, GLOBAL_COMM, false, cd, true);
+            a.send(*src, static_cast<unsigned>(n), to, tag_base + r, GLOBAL_COMM, false, cd);
+            rq->wait();
+            EXPECT_TRUE(check_range(*dst, 0, n, [&](size_t i) { return val(from, i); },
+                                    where(r, got + std::to_string(from)), tol));
+            EXPECT_TRUE(check_sentinel(*dst, n, where(r, tail)));
+          };
+          exchange(next, prev, 100, "received from ", "dst tail");
+          expect_unchanged(*src, n);
           // And back the other way with another tag, reusing the buffers.
           fill_sentinel(*dst);
           if (!out_host) dst->sync_to_device();
-          auto rq2 = a.recv(*dst, static_cast<unsigned>(n), next, 200 + next, GLOBAL_COMM, false, cd, true);
-          a.send(*src, static_cast<unsigned>(n), prev, 200 + r, GLOBAL_COMM, false, cd);
-          rq2->wait();
-          EXPECT_TRUE(check_range(*dst, 0, n, [&](size_t i) { return val(next, i); },
-                                  where(r, "received back from " + std::to_string(next)), tol));
-          EXPECT_TRUE(check_sentinel(*dst, n, where(r, "dst tail (back)")));
+          exchange(prev, next, 200, "received back from ", "dst tail (back)");
           break;
         }
         case Call::bcast: {
@@ -151,78 +165,70 @@ class CollectiveTest : public ::testing::TestWithParam<Case> {
         }
         case Call::scatter: {
           // Every rank passes a full send buffer with its own data: only the root's may be read.
-          auto src = in_buffer<T>(a, n * P, in_host, [&](size_t i) { return val(r, i); });
+          auto src = own_input(n * P);
           auto dst = out_buffer<T>(a, n + kPad, out_host);
           a.scatter(*src, *dst, static_cast<unsigned>(n), c.root, GLOBAL_COMM, false, false, cd);
           EXPECT_TRUE(check_range(*dst, 0, n, [&](size_t i) { return val(c.root, r * n + i); },
                                   where(r, "chunk from root " + std::to_string(c.root)), tol));
           EXPECT_TRUE(check_sentinel(*dst, n, where(r, "tail")));
-          EXPECT_TRUE(check_range(*src, 0, n * P, [&](size_t i) { return val(r, i); }, where(r, "src unchanged")));
+          expect_unchanged(*src, n * P);
           break;
         }
         case Call::gather: {
-          auto src = in_buffer<T>(a, n, in_host, [&](size_t i) { return val(r, i); });
+          auto src = own_input(n);
           auto dst = out_buffer<T>(a, n * P + kPad, out_host);
           a.gather(*src, *dst, static_cast<unsigned>(n), c.root, GLOBAL_COMM, false, false, cd);
-          if (r == c.root) {
-            for (unsigned q = 0; q < P; ++q)
-              EXPECT_TRUE(check_range(*dst, q * n, n, [&](size_t i) { return val(q, i); },
-                                      where(r, "chunk of rank " + std::to_string(q)), tol));
-            EXPECT_TRUE(check_sentinel(*dst, n * P, where(r, "tail")));
-          }
-          EXPECT_TRUE(check_range(*src, 0, n, [&](size_t i) { return val(r, i); }, where(r, "src unchanged")));
+          if (r == c.root) expect_gathered(*dst);
+          expect_unchanged(*src, n);
           break;
         }
         case Call::allgather: {
-          auto src = in_buffer<T>(a, n, in_host, [&](size_t i) { return val(r, i); });
+          auto src = own_input(n);
           auto dst = out_buffer<T>(a, n * P + kPad, out_host);
           a.allgather(*src, *dst, static_cast<unsigned>(n), GLOBAL_COMM, false, false, cd);
-          for (unsigned q = 0; q < P; ++q)
-            EXPECT_TRUE(check_range(*dst, q * n, n, [&](size_t i) { return val(q, i); },
-                                    where(r, "chunk of rank " + std::to_string(q)), tol));
-          EXPECT_TRUE(check_sentinel(*dst, n * P, where(r, "tail")));
-          EXPECT_TRUE(check_range(*src, 0, n, [&](size_t i) { return val(r, i); }, where(r, "src unchanged")));
+          expect_gathered(*dst);
+          expect_unchanged(*src, n);
           break;
         }
         case Call::reduce: {
-          auto src = in_buffer<T>(a, n, in_host, [&](size_t i) { return val(r, i); });
+          auto src = own_input(n);
           auto dst = out_buffer<T>(a, n + kPad, out_host);
           a.reduce(*src, *dst, static_cast<unsigned>(n), c.root, c.op, GLOBAL_COMM, false, false, cd);
           if (r == c.root) {
             EXPECT_TRUE(check_range(*dst, 0, n, [&](size_t i) { return fold(i, 0); }, where(r, "result"), tol));
             EXPECT_TRUE(check_sentinel(*dst, n, where(r, "tail")));
           }
-          EXPECT_TRUE(check_range(*src, 0, n, [&](size_t i) { return val(r, i); }, where(r, "src unchanged")));
+          expect_unchanged(*src, n);
           break;
         }
         case Call::allreduce: {
-          auto src = in_buffer<T>(a, n, in_host, [&](size_t i) { return val(r, i); });
+          auto src = own_input(n);
           auto dst = out_buffer<T>(a, n + kPad, out_host);
           a.allreduce(*src, *dst, static_cast<unsigned>(n), c.op, GLOBAL_COMM, false, false, cd);
           EXPECT_TRUE(check_range(*dst, 0, n, [&](size_t i) { return fold(i, 0); }, where(r, "result"), tol));
           EXPECT_TRUE(check_sentinel(*dst, n, where(r, "tail")));
-          EXPECT_TRUE(check_range(*src, 0, n, [&](size_t i) { return val(r, i); }, where(r, "src unchanged")));
+          expect_unchanged(*src, n);
           break;
         }
         case Call::reduce_scatter: {
-          auto src = in_buffer<T>(a, n * P, in_host, [&](size_t i) { return val(r, i); });
+          auto src = own_input(n * P);
           auto dst = out_buffer<T>(a, n + kPad, out_host);
           a.reduce_scatter(*src, *dst, static_cast<unsigned>(n), c.op, GLOBAL_COMM, false, false, cd);
           EXPECT_TRUE(check_range(*dst, 0, n, [&](size_t i) { return fold(i, r * n); },
                                   where(r, "reduced chunk " + std::to_string(r)), tol));
           EXPECT_TRUE(check_sentinel(*dst, n, where(r, "tail")));
-          EXPECT_TRUE(check_range(*src, 0, n * P, [&](size_t i) { return val(r, i); }, where(r, "src unchanged")));
+          expect_unchanged(*src, n * P);
           break;
         }
         case Call::alltoall: {
-          auto src = in_buffer<T>(a, n * P, in_host, [&](size_t i) { return val(r, i); });
+          auto src = own_input(n * P);
           auto dst = out_buffer<T>(a, n * P + kPad, out_host);
           a.alltoall(*src, *dst, static_cast<unsigned>(n), GLOBAL_COMM, false, false, cd);
           for (unsigned q = 0; q < P; ++q)
             EXPECT_TRUE(check_range(*dst, q * n, n, [&](size_t i) { return val(q, r * n + i); },
                                     where(r, "chunk from rank " + std::to_string(q)), tol));
           EXPECT_TRUE(check_sentinel(*dst, n * P, where(r, "tail")));
-          EXPECT_TRUE(check_range(*src, 0, n * P, [&](size_t i) { return val(r, i); }, where(r, "src unchanged")));
+          expect_unchanged(*src, n * P);
           break;
         }
         case Call::nop:

@@ -99,10 +99,7 @@ std::vector<Case> make_cases(Call call, unsigned P, bool quick) {
   };
 
   if (call == Call::nop || call == Call::barrier) {
-    Case c;
-    c.call = call;
-    c.count = CountKind::one;
-    out.push_back(c);
+    out.push_back({.call = call, .count = CountKind::one});
     return out;
   }
 
@@ -119,31 +116,16 @@ std::vector<Case> make_cases(Call call, unsigned P, bool quick) {
       for (CountKind cnt : small)
         for (reduceFunction op : ops) {
           const auto roots = quick ? roots_ends() : roots_all();
-          for (unsigned root : roots) {
-            Case c;
-            c.call = call;
-            c.type = t;
-            c.op = op;
-            c.root = root;
-            c.count = cnt;
-            c.place = pl;
-            out.push_back(c);
-          }
+          for (unsigned root : roots)
+            out.push_back({.call = call, .type = t, .op = op, .root = root, .count = cnt, .place = pl});
         }
   // mixed placement (inputs in device memory, outputs host-only), float32
   if (!quick && call != Call::nop)
     for (CountKind cnt : {CountKind::c17, CountKind::rxbuf_plus1})
       for (reduceFunction op : ops)
-        for (unsigned root : roots_ends()) {
-          Case c;
-          c.call = call;
-          c.type = dataType::float32;
-          c.op = op;
-          c.root = root;
-          c.count = cnt;
-          c.place = Placement::mixed;
-          out.push_back(c);
-        }
+        for (unsigned root : roots_ends())
+          out.push_back({.call = call, .type = dataType::float32, .op = op, .root = root, .count = cnt,
+                         .place = Placement::mixed});
 
   // 2. 1 MiB subset
   if (!quick) {
@@ -160,16 +142,8 @@ std::vector<Case> make_cases(Call call, unsigned P, bool quick) {
     for (const Big& b : bigs)
       for (reduceFunction op : b.ops) {
         if (!red && op != reduceFunction::SUM) continue;
-        for (unsigned root : roots_ends()) {
-          Case c;
-          c.call = call;
-          c.type = b.t;
-          c.op = op;
-          c.root = root;
-          c.count = CountKind::mib;
-          c.place = b.pl;
-          out.push_back(c);
-        }
+        for (unsigned root : roots_ends())
+          out.push_back({.call = call, .type = b.t, .op = op, .root = root, .count = CountKind::mib, .place = b.pl});
       }
   }
 
@@ -178,16 +152,8 @@ std::vector<Case> make_cases(Call call, unsigned P, bool quick) {
     for (dataType t : {dataType::float16, dataType::float32, dataType::int64})
       for (CountKind cnt : {CountKind::rndzv_limit, CountKind::rndzv_limit_plus1})
         for (reduceFunction op : ops)
-          for (unsigned root : roots_ends()) {
-            Case c;
-            c.call = call;
-            c.type = t;
-            c.op = op;
-            c.root = root;
-            c.count = cnt;
-            c.place = Placement::device;
-            out.push_back(c);
-          }
+          for (unsigned root : roots_ends())
+            out.push_back({.call = call, .type = t, .op = op, .root = root, .count = cnt, .place = Placement::device});
 
   // 3. fp16 wire compression of float32 data
   if (supports_compression(call)) {
@@ -199,15 +165,8 @@ std::vector<Case> make_cases(Call call, unsigned P, bool quick) {
         for (unsigned root : roots)
           for (Placement pl : {Placement::device, Placement::host}) {
             if (pl == Placement::host && cnt != CountKind::c17) continue;
-            Case c;
-            c.call = call;
-            c.type = dataType::float32;
-            c.op = op;
-            c.root = root;
-            c.count = cnt;
-            c.place = pl;
-            c.compressed = true;
-            out.push_back(c);
+            out.push_back({.call = call, .type = dataType::float32, .op = op, .root = root, .count = cnt, .place = pl,
+                           .compressed = true});
           }
       }
   }
@@ -219,34 +178,18 @@ std::vector<Case> make_cases(Call call, unsigned P, bool quick) {
         for (reduceFunction op : {reduceFunction::SUM, reduceFunction::MAX}) {
           if (!red && op != reduceFunction::SUM) continue;
           const auto roots = P <= 4 ? roots_all() : roots_few();
-          for (unsigned root : roots) {
-            Case c;
-            c.call = call;
-            c.type = t;
-            c.op = op;
-            c.root = root;
-            c.count = cnt;
-            c.place = Placement::device;
-            c.world = WorldKind::eager;
-            out.push_back(c);
-          }
+          for (unsigned root : roots)
+            out.push_back({.call = call, .type = t, .op = op, .root = root, .count = cnt, .place = Placement::device,
+                           .world = WorldKind::eager});
         }
     for (dataType t : {dataType::float32, dataType::int32})
       for (CountKind cnt : {CountKind::c17, CountKind::eager_limit, CountKind::eager_limit_plus1,
                             CountKind::rxbuf_plus1})
         for (reduceFunction op : {reduceFunction::SUM, reduceFunction::PROD}) {
           if (!red && op != reduceFunction::SUM) continue;
-          for (unsigned root : roots_ends()) {
-            Case c;
-            c.call = call;
-            c.type = t;
-            c.op = op;
-            c.root = root;
-            c.count = cnt;
-            c.place = Placement::device;
-            c.world = WorldKind::large_rx;
-            out.push_back(c);
-          }
+          for (unsigned root : roots_ends())
+            out.push_back({.call = call, .type = t, .op = op, .root = root, .count = cnt, .place = Placement::device,
+                           .world = WorldKind::large_rx});
         }
   }
   return out;
