@@ -9,15 +9,14 @@
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include "common/types.hpp"
+#include "mpi_emu_accl.hpp"
 
 #include <accl/accl.hpp>
-#include <accl_emu/emulator.hpp>
 
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -311,49 +310,10 @@ int main(int argc, char** argv) {
   }
 
   int rc = 0;
-  std::unique_ptr<accl::ACCL> a;
   // Setup on every rank; tests run only if it worked everywhere.
-  int setup_ok = 1;
-  std::vector<accl::rank_t> ranks(g_size);
-  std::unique_ptr<accl::Device> dev;
-  try {
-    accl::emu::EmuOptions eo = accl::emu::options_from_environment();
-    eo.port = 0;
-    if (!options().transport.empty()) eo.transport = accl::emu::parse_transport(options().transport);
-    dev = accl::emu::create_device(eo);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "[rank %d] create_device failed: %s\n", g_rank, e.what());
-    setup_ok = 0;
-  }
-  // Exchange endpoints: IPv4 text + port.
-  struct Wire {
-    char ip[16];
-    int32_t port;
-  } mine{};
-  if (dev) {
-    const accl::emu::Endpoint ep = accl::emu::endpoint(*dev);
-    std::strncpy(mine.ip, ep.ip.c_str(), sizeof(mine.ip) - 1);
-    mine.port = ep.port;
-  }
-  std::vector<Wire> all(g_size);
-  MPI_Allgather(&mine, sizeof(Wire), MPI_BYTE, all.data(), sizeof(Wire), MPI_BYTE, MPI_COMM_WORLD);
-  for (int i = 0; i < g_size; ++i) {
-    ranks[i].ip = all[i].ip;
-    ranks[i].port = all[i].port;
-  }
-  if (setup_ok) {
-    try {
-      a = std::make_unique<accl::ACCL>(std::move(dev));
-      a->initialize(ranks, g_rank, accl::InitOptions{});
-      g_accl = a.get();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "[rank %d] ACCL initialize failed: %s\n", g_rank, e.what());
-      setup_ok = 0;
-    }
-  }
-  int all_ok = 0;
-  MPI_Allreduce(&setup_ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (all_ok) {
+  std::unique_ptr<accl::ACCL> a = accl_over_mpi(g_rank, g_size, options().transport);
+  g_accl = a.get();
+  if (a) {
     if (g_rank == 0)
       std::printf("ACCL over %s, %d ranks\n",
                   options().transport.empty() ? "the default transport" : options().transport.c_str(), g_size);

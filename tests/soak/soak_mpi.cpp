@@ -11,14 +11,12 @@
 // Only the C bindings (the C++ ones do not compile cleanly with -Wextra).
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
+#include "mpi_emu_accl.hpp"
 #include "soak.hpp"
-
-#include <accl_emu/emulator.hpp>
 
 #include <mpi.h>
 
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,47 +44,8 @@ int main(int argc, char** argv) {
     return err == "help" ? 0 : 2;
   }
 
-  int ok = 1;
-  std::unique_ptr<accl::Device> dev;
-  try {
-    accl::emu::EmuOptions eo = accl::emu::options_from_environment();
-    eo.port = 0;
-    eo.bank_bytes = size_t{1} << 30;
-    if (!o.transport.empty()) eo.transport = accl::emu::parse_transport(o.transport);
-    dev = accl::emu::create_device(eo);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "[rank %d] create_device failed: %s\n", rank, e.what());
-    ok = 0;
-  }
-  struct Wire {
-    char ip[16];
-    int32_t port;
-  } mine{};
-  if (dev) {
-    const accl::emu::Endpoint ep = accl::emu::endpoint(*dev);
-    std::strncpy(mine.ip, ep.ip.c_str(), sizeof(mine.ip) - 1);
-    mine.port = ep.port;
-  }
-  std::vector<Wire> all(size);
-  MPI_Allgather(&mine, sizeof(Wire), MPI_BYTE, all.data(), sizeof(Wire), MPI_BYTE, MPI_COMM_WORLD);
-  std::vector<accl::rank_t> ranks(size);
-  for (int i = 0; i < size; ++i) {
-    ranks[i].ip = all[i].ip;
-    ranks[i].port = all[i].port;
-  }
-  std::unique_ptr<accl::ACCL> a;
-  if (ok) {
-    try {
-      a = std::make_unique<accl::ACCL>(std::move(dev));
-      a->initialize(ranks, rank, accl::InitOptions{});
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "[rank %d] ACCL initialize failed: %s\n", rank, e.what());
-      ok = 0;
-    }
-  }
-  int all_ok = 0;
-  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!all_ok) {
+  std::unique_ptr<accl::ACCL> a = acclt::accl_over_mpi(rank, size, o.transport, size_t{1} << 30);
+  if (!a) {
     MPI_Finalize();
     return 1;
   }
