@@ -32,6 +32,12 @@ static const char* t_context = "";
 
 #define CHECK_RC(rc) CHECK((rc) == MPI_SUCCESS, "rc=%d", (rc))
 
+/* This process's rank in comm and the size of comm. */
+static inline void rank_size(MPI_Comm comm, int* rank, int* size) {
+  MPI_Comm_rank(comm, rank);
+  MPI_Comm_size(comm, size);
+}
+
 /* The layer's query API, looked up at run time so the program also runs
  * without the layer (LD_PRELOAD mode links nothing of ours). */
 typedef int (*counts_fn)(const char*, unsigned long long*, unsigned long long*);

@@ -101,6 +101,18 @@ static void set_ctx(const char* call, const TC* tc, int count, const char* extra
   t_context = ctx;
 }
 
+/* The context's extra text for a call in place and/or non-blocking. */
+static const char* mode_text(int inplace, int nb) {
+  return inplace ? (nb ? "in-place nb" : "in-place") : (nb ? "nb" : "");
+}
+
+/* Names the context of a rooted call: its root, in place, non-blocking. */
+static void set_root_ctx(const char* call, const TC* tc, int count, int root, int inplace, int nb) {
+  char extra[48];
+  snprintf(extra, sizeof extra, "root=%d%s%s", root, inplace ? " in-place" : "", nb ? " nb" : "");
+  set_ctx(call, tc, count, extra);
+}
+
 static int wait_or(int rc, MPI_Request* req) { return rc == MPI_SUCCESS ? MPI_Wait(req, MPI_STATUS_IGNORE) : rc; }
 
 /* ---- reductions ---------------------------------------------------------- */
@@ -149,8 +161,7 @@ static void t_reduce(MPI_Comm comm, const TC* tc, int count, MPI_Op op, int root
 static void t_reduce_scatter(MPI_Comm comm, const TC* tc, int count, MPI_Op op, int inplace, int variant) {
   /* variant 0: _block, 1: vector with equal counts, 2: vector, unequal, 3: _block non-blocking */
   int rank, size;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  rank_size(comm, &rank, &size);
   int* counts = malloc(sizeof(int) * (size_t)size);
   int total = 0;
   for (int i = 0; i < size; ++i) {
@@ -208,12 +219,9 @@ static void t_bcast(MPI_Comm comm, const TC* tc, int count, int root, int nb) {
 
 static void t_gather(MPI_Comm comm, const TC* tc, int count, int root, int inplace, int nb) {
   int rank, size;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  rank_size(comm, &rank, &size);
   size_t blk = (size_t)count * (size_t)extent_of(tc->type), all = blk * (size_t)size;
-  char extra[48];
-  snprintf(extra, sizeof extra, "root=%d%s%s", root, inplace ? " in-place" : "", nb ? " nb" : "");
-  set_ctx("gather", tc, count, extra);
+  set_root_ctx("gather", tc, count, root, inplace, nb);
   void* s = make_data(tc, count, rank, 5);
   void* a = sentinel(all);
   int ip = inplace && rank == root;
@@ -231,12 +239,9 @@ static void t_gather(MPI_Comm comm, const TC* tc, int count, int root, int inpla
 
 static void t_scatter(MPI_Comm comm, const TC* tc, int count, int root, int inplace, int nb) {
   int rank, size;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  rank_size(comm, &rank, &size);
   size_t blk = (size_t)count * (size_t)extent_of(tc->type);
-  char extra[48];
-  snprintf(extra, sizeof extra, "root=%d%s%s", root, inplace ? " in-place" : "", nb ? " nb" : "");
-  set_ctx("scatter", tc, count, extra);
+  set_root_ctx("scatter", tc, count, root, inplace, nb);
   void* s = make_data(tc, count * size, rank, 6);
   int ip = inplace && rank == root;
   void* a = sentinel(blk);
@@ -254,10 +259,9 @@ static void t_scatter(MPI_Comm comm, const TC* tc, int count, int root, int inpl
 
 static void t_allgather(MPI_Comm comm, const TC* tc, int count, int inplace, int nb) {
   int rank, size;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  rank_size(comm, &rank, &size);
   size_t blk = (size_t)count * (size_t)extent_of(tc->type), all = blk * (size_t)size;
-  set_ctx("allgather", tc, count, inplace ? (nb ? "in-place nb" : "in-place") : (nb ? "nb" : ""));
+  set_ctx("allgather", tc, count, mode_text(inplace, nb));
   void* s = make_data(tc, count, rank, 7);
   void* a = sentinel(all);
   if (inplace) memcpy((char*)a + (size_t)rank * blk, s, blk);
@@ -274,10 +278,9 @@ static void t_allgather(MPI_Comm comm, const TC* tc, int count, int inplace, int
 
 static void t_alltoall(MPI_Comm comm, const TC* tc, int count, int inplace, int nb) {
   int rank, size;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  rank_size(comm, &rank, &size);
   size_t all = (size_t)count * (size_t)extent_of(tc->type) * (size_t)size;
-  set_ctx("alltoall", tc, count, inplace ? (nb ? "in-place nb" : "in-place") : (nb ? "nb" : ""));
+  set_ctx("alltoall", tc, count, mode_text(inplace, nb));
   void* s = make_data(tc, count * size, rank, 8);
   void* a = inplace ? twin(s, all) : sentinel(all);
   void* b = twin(a, all);
@@ -294,8 +297,7 @@ static void t_alltoall(MPI_Comm comm, const TC* tc, int count, int inplace, int 
 /* Send and receive types differ in handle but not in signature. */
 static void t_mixed_signature(MPI_Comm comm, MPI_Datatype contig3) {
   int rank, size;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  rank_size(comm, &rank, &size);
   t_context = "allgather 3xFLOAT vs 1xcontig3";
   float s[3] = {(float)rank, (float)rank + 0.5f, (float)rank * 2};
   float* a = calloc((size_t)size * 3, sizeof(float));

@@ -33,41 +33,50 @@ static void check_status(const MPI_Status* st, int src, int tag, int count, MPI_
   CHECK(n == count, "status count %d want %d", n, count);
 }
 
+/* A message of cnt ints from src to dst (one element spare, for receives
+ * larger than the message). */
+static int* ring_message(int src, int dst, int cnt, int salt) {
+  int* m = malloc(sizeof(int) * (size_t)(cnt + 1));
+  for (int i = 0; i < cnt; ++i) m[i] = val(src, dst, i, salt);
+  return m;
+}
+
+/* What arrived must be the message src sent to dst. */
+static void check_ring_message(const int* in, int src, int dst, int cnt, int salt) {
+  int bad = 0;
+  for (int i = 0; i < cnt; ++i) bad += in[i] != val(src, dst, i, salt);
+  CHECK(bad == 0, "%d wrong elements", bad);
+}
+
 static const int sizes[] = {0, 1, 7, 56, 100, 5000, 20000, 262144}; /* ints; 262144 = 1 MiB */
 #define NSIZES ((int)(sizeof sizes / sizeof sizes[0]))
 
 static void ring_sendrecv(MPI_Comm comm) {
   int r, n;
-  MPI_Comm_rank(comm, &r);
-  MPI_Comm_size(comm, &n);
+  rank_size(comm, &r, &n);
   const int right = (r + 1) % n, left = (r + n - 1) % n;
   for (int s = 0; s < NSIZES; ++s) {
     const int cnt = sizes[s];
     set_ctx("sendrecv ring", cnt);
-    int* out = malloc(sizeof(int) * (size_t)(cnt + 1));
+    int* out = ring_message(r, right, cnt, s);
     int* in = malloc(sizeof(int) * (size_t)(cnt + 1));
-    for (int i = 0; i < cnt; ++i) out[i] = val(r, right, i, s);
     MPI_Status st;
     CHECK_RC(MPI_Sendrecv(out, cnt, MPI_INT, right, 100 + s, in, cnt + 1, MPI_INT, left, 100 + s, comm, &st));
     check_status(&st, left, 100 + s, cnt, MPI_INT);
-    int bad = 0;
-    for (int i = 0; i < cnt; ++i) bad += in[i] != val(left, r, i, s);
-    CHECK(bad == 0, "%d wrong elements", bad);
+    check_ring_message(in, left, r, cnt, s);
     free(out), free(in);
   }
 }
 
 static void irecv_send(MPI_Comm comm) {
   int r, n;
-  MPI_Comm_rank(comm, &r);
-  MPI_Comm_size(comm, &n);
+  rank_size(comm, &r, &n);
   const int right = (r + 1) % n, left = (r + n - 1) % n;
   for (int s = 0; s < NSIZES; ++s) {
     const int cnt = sizes[s];
     set_ctx("irecv+send", cnt);
-    int* out = malloc(sizeof(int) * (size_t)(cnt + 1));
+    int* out = ring_message(r, right, cnt, 50 + s);
     int* in = calloc((size_t)cnt + 1, sizeof(int));
-    for (int i = 0; i < cnt; ++i) out[i] = val(r, right, i, 50 + s);
     MPI_Request req;
     MPI_Status st;
     CHECK_RC(MPI_Irecv(in, cnt, MPI_INT, left, 7, comm, &req));
@@ -75,9 +84,7 @@ static void irecv_send(MPI_Comm comm) {
     CHECK_RC(MPI_Wait(&req, &st));
     CHECK(req == MPI_REQUEST_NULL, "request not reset");
     check_status(&st, left, 7, cnt, MPI_INT);
-    int bad = 0;
-    for (int i = 0; i < cnt; ++i) bad += in[i] != val(left, r, i, 50 + s);
-    CHECK(bad == 0, "%d wrong elements", bad);
+    check_ring_message(in, left, r, cnt, 50 + s);
     free(out), free(in);
   }
 }
@@ -86,8 +93,7 @@ static void irecv_send(MPI_Comm comm) {
  * with wildcards and must learn source, tag and count from the status. */
 static void any_source(MPI_Comm comm) {
   int r, n;
-  MPI_Comm_rank(comm, &r);
-  MPI_Comm_size(comm, &n);
+  rank_size(comm, &r, &n);
   set_ctx("any_source", n);
   if (r == 0) {
     int seen = 0;
@@ -113,8 +119,7 @@ static void any_source(MPI_Comm comm) {
 /* Probe / Iprobe / Mprobe, then receive exactly what was announced. */
 static void probes(MPI_Comm comm) {
   int r, n;
-  MPI_Comm_rank(comm, &r);
-  MPI_Comm_size(comm, &n);
+  rank_size(comm, &r, &n);
   set_ctx("probe", n);
   if (r == 0) {
     for (int k = 1; k < n; ++k) {
@@ -161,8 +166,7 @@ static void probes(MPI_Comm comm) {
 /* K messages each way between every pair, completed with every variant. */
 static void many_outstanding(MPI_Comm comm, int variant) {
   int r, n;
-  MPI_Comm_rank(comm, &r);
-  MPI_Comm_size(comm, &n);
+  rank_size(comm, &r, &n);
   const int K = 16, CNT = variant == 0 ? 2000 : 10;
   set_ctx("many outstanding", variant);
   const int total = 2 * K * n;
@@ -242,8 +246,7 @@ static void many_outstanding(MPI_Comm comm, int variant) {
  * (inline), eager and rendezvous sizes. */
 static void non_overtaking(MPI_Comm comm) {
   int r, n;
-  MPI_Comm_rank(comm, &r);
-  MPI_Comm_size(comm, &n);
+  rank_size(comm, &r, &n);
   set_ctx("non-overtaking", n);
   const int M = 30;
   const int lens[] = {1, 5000, 40, 20000, 0, 3};
@@ -271,8 +274,7 @@ static void non_overtaking(MPI_Comm comm) {
 
 static void self_and_sync(MPI_Comm comm) {
   int r, n;
-  MPI_Comm_rank(comm, &r);
-  MPI_Comm_size(comm, &n);
+  rank_size(comm, &r, &n);
   set_ctx("self", 0);
   int out[100], in[100];
   for (int i = 0; i < 100; ++i) out[i] = val(r, r, i, 9);
@@ -311,8 +313,7 @@ static void self_and_sync(MPI_Comm comm) {
 
 static void noncontiguous(MPI_Comm comm) {
   int r, n;
-  MPI_Comm_rank(comm, &r);
-  MPI_Comm_size(comm, &n);
+  rank_size(comm, &r, &n);
   set_ctx("vector type", n);
   const int right = (r + 1) % n, left = (r + n - 1) % n;
   MPI_Datatype vec;
@@ -336,8 +337,7 @@ static void noncontiguous(MPI_Comm comm) {
 
 static void truncation(MPI_Comm comm) {
   int r, n;
-  MPI_Comm_rank(comm, &r);
-  MPI_Comm_size(comm, &n);
+  rank_size(comm, &r, &n);
   if (n < 2) return;
   set_ctx("truncation", n);
   MPI_Comm c;
@@ -362,8 +362,7 @@ static void truncation(MPI_Comm comm) {
 
 static void persistent_cancel_procnull(MPI_Comm comm) {
   int r, n;
-  MPI_Comm_rank(comm, &r);
-  MPI_Comm_size(comm, &n);
+  rank_size(comm, &r, &n);
   set_ctx("persistent", n);
   const int right = (r + 1) % n, left = (r + n - 1) % n;
   int out[50], in[50];
@@ -424,8 +423,7 @@ static void my_op(void* in, void* inout, int* len, MPI_Datatype* t) {
  * rule says this must not deadlock. */
 static void send_then_native_collective(MPI_Comm comm) {
   int r, n;
-  MPI_Comm_rank(comm, &r);
-  MPI_Comm_size(comm, &n);
+  rank_size(comm, &r, &n);
   if (n < 2) return;
   set_ctx("send vs native collective", n);
   MPI_Op op;
