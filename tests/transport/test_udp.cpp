@@ -5,6 +5,8 @@
 // detect-and-report mode, and wire-level tests with raw datagrams.
 #include "conformance.hpp"
 
+#include <optional>
+
 namespace accl::emu::test {
 namespace {
 
@@ -45,6 +47,23 @@ int stream(Link& link, int n, size_t bytes, uint32_t first_seed = 0) {
   return ok;
 }
 
+// Two UDP transports with recording sinks, a linked to b. Members in the
+// order the tests need them torn down: the link first, the sinks last.
+struct UdpPair {
+  RecordingSink sink_a, sink_b;
+  std::unique_ptr<Transport> a, b;
+  std::shared_ptr<Link> link;  // a -> b; null when connecting failed
+
+  // b without `tuning_b`: the default tuning, with ACCL_EMU_FAULTS applied.
+  void connect(const UdpTuning& tuning_a, const std::optional<UdpTuning>& tuning_b = std::nullopt) {
+    a = make_udp_transport(options(), tuning_a);
+    b = tuning_b ? make_udp_transport(options(), *tuning_b) : make_udp_transport(options());
+    a->start(sink_a);
+    b->start(sink_b);
+    link = a->connect(b->local_address(), in(5000ms));
+  }
+};
+
 struct FaultCase {
   const char* name;
   UdpTuning tuning;
@@ -57,19 +76,15 @@ class UdpDetectAndReport : public ::testing::TestWithParam<FaultCase> {};
 TEST_P(UdpDetectAndReport, FaultIsReportedNeverDelivered) {
   UdpTuning tuning = GetParam().tuning;
   tuning.retransmit = false;
-  RecordingSink sink_a, sink_b;
-  auto a = make_udp_transport(options(), tuning);
-  auto b = make_udp_transport(options(), UdpTuning{.retransmit = false});
-  a->start(sink_a);
-  b->start(sink_b);
-  auto link = a->connect(b->local_address(), in(5000ms));
-  ASSERT_NE(link, nullptr);
-  const int sent = stream(*link, 200, 100000);
-  ASSERT_TRUE(sink_b.wait_failure(10000ms));
-  EXPECT_EQ(sink_b.failures()[0].second, abi::kLinkError);
-  EXPECT_TRUE(sink_b.failures()[0].first == a->local_address());
+  UdpPair p;
+  p.connect(tuning, UdpTuning{.retransmit = false});
+  ASSERT_NE(p.link, nullptr);
+  const int sent = stream(*p.link, 200, 100000);
+  ASSERT_TRUE(p.sink_b.wait_failure(10000ms));
+  EXPECT_EQ(p.sink_b.failures()[0].second, abi::kLinkError);
+  EXPECT_TRUE(p.sink_b.failures()[0].first == p.a->local_address());
   std::this_thread::sleep_for(100ms);
-  auto got = sink_b.messages();
+  auto got = p.sink_b.messages();
   EXPECT_LT(got.size(), 200u);
   EXPECT_LE(static_cast<int>(got.size()), sent + 1);
   for (size_t i = 0; i < got.size(); ++i) {
@@ -86,7 +101,7 @@ TEST_P(UdpDetectAndReport, FaultIsReportedNeverDelivered) {
   auto t0 = Clock::now();
   uint32_t rc = 0;
   while (rc == 0 && Clock::now() - t0 < 5s) {
-    rc = link->send(make_header(100, 999), w, in(500ms));
+    rc = p.link->send(make_header(100, 999), w, in(500ms));
     std::this_thread::sleep_for(10ms);
   }
   EXPECT_EQ(rc, abi::kLinkError);
@@ -103,23 +118,19 @@ TEST(UdpDetectAndReport, DuplicatesAreDropped) {
   UdpTuning tuning;
   tuning.retransmit = false;
   tuning.duplicate_every = 3;
-  RecordingSink sink_a, sink_b;
-  auto a = make_udp_transport(options(), tuning);
-  auto b = make_udp_transport(options(), UdpTuning{.retransmit = false});
-  a->start(sink_a);
-  b->start(sink_b);
-  auto link = a->connect(b->local_address(), in(5000ms));
-  ASSERT_NE(link, nullptr);
-  ASSERT_EQ(stream(*link, 100, 70000), 100);
-  ASSERT_TRUE(sink_b.wait_messages(100, 10000ms));
+  UdpPair p;
+  p.connect(tuning, UdpTuning{.retransmit = false});
+  ASSERT_NE(p.link, nullptr);
+  ASSERT_EQ(stream(*p.link, 100, 70000), 100);
+  ASSERT_TRUE(p.sink_b.wait_messages(100, 10000ms));
   std::this_thread::sleep_for(100ms);
-  auto got = sink_b.messages();
+  auto got = p.sink_b.messages();
   ASSERT_EQ(got.size(), 100u);
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].header.tag, i);
     EXPECT_EQ(check_pattern(got[i].data, got[i].header.tag), std::string::npos);
   }
-  EXPECT_TRUE(sink_b.failures().empty());
+  EXPECT_TRUE(p.sink_b.failures().empty());
 }
 
 // Without retransmission, an acknowledgement that is only late (receiver
@@ -129,28 +140,24 @@ TEST(UdpDetectAndReport, DuplicatesAreDropped) {
 TEST(UdpDetectAndReport, LateAcknowledgementIsNotALoss) {
   UdpTuning tuning;
   tuning.retransmit = false;
-  RecordingSink sink_a, sink_b;
+  UdpPair p;
   // Each message stalls the receiving thread 4 initial RTOs before it acks.
-  sink_b.begin_hook = [&](const abi::WireHeader&) { std::this_thread::sleep_for(4 * tuning.initial_rto); };
-  auto a = make_udp_transport(options(), tuning);
-  auto b = make_udp_transport(options(), UdpTuning{.retransmit = false});
-  a->start(sink_a);
-  b->start(sink_b);
-  auto link = a->connect(b->local_address(), in(5000ms));
-  ASSERT_NE(link, nullptr);
-  ASSERT_EQ(stream(*link, 5, 1000), 5);
-  ASSERT_TRUE(sink_b.wait_messages(5, 10000ms));
+  p.sink_b.begin_hook = [&](const abi::WireHeader&) { std::this_thread::sleep_for(4 * tuning.initial_rto); };
+  p.connect(tuning, UdpTuning{.retransmit = false});
+  ASSERT_NE(p.link, nullptr);
+  ASSERT_EQ(stream(*p.link, 5, 1000), 5);
+  ASSERT_TRUE(p.sink_b.wait_messages(5, 10000ms));
   std::this_thread::sleep_for(200ms);  // acks of the last ones, and the timers after them
-  auto got = sink_b.messages();
+  auto got = p.sink_b.messages();
   ASSERT_EQ(got.size(), 5u);
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].status, 0u);
     EXPECT_EQ(check_pattern(got[i].data, got[i].header.tag), std::string::npos);
   }
-  EXPECT_TRUE(sink_b.failures().empty());
-  EXPECT_TRUE(sink_a.failures().empty());
+  EXPECT_TRUE(p.sink_b.failures().empty());
+  EXPECT_TRUE(p.sink_a.failures().empty());
   PatternWriter w(99, 100);
-  EXPECT_EQ(link->send(make_header(100, 99), w, in(5000ms)), 0u) << "the sender broke the link";
+  EXPECT_EQ(p.link->send(make_header(100, 99), w, in(5000ms)), 0u) << "the sender broke the link";
 }
 
 // Heavy loss with retransmission: everything arrives, in order, intact.
@@ -158,22 +165,18 @@ TEST(UdpRetransmit, HeavyLossIsRepaired) {
   UdpTuning tuning;
   tuning.drop_every = 3;
   tuning.corrupt_every = 4;
-  RecordingSink sink_a, sink_b;
-  auto a = make_udp_transport(options(), tuning);
-  auto b = make_udp_transport(options());
-  a->start(sink_a);
-  b->start(sink_b);
-  auto link = a->connect(b->local_address(), in(5000ms));
-  ASSERT_NE(link, nullptr);
-  ASSERT_EQ(stream(*link, 50, 300000), 50);
-  ASSERT_TRUE(sink_b.wait_messages(50, 30000ms));
-  auto got = sink_b.messages();
+  UdpPair p;
+  p.connect(tuning);
+  ASSERT_NE(p.link, nullptr);
+  ASSERT_EQ(stream(*p.link, 50, 300000), 50);
+  ASSERT_TRUE(p.sink_b.wait_messages(50, 30000ms));
+  auto got = p.sink_b.messages();
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].header.tag, i);
     EXPECT_EQ(got[i].status, 0u);
     EXPECT_EQ(check_pattern(got[i].data, got[i].header.tag), std::string::npos);
   }
-  EXPECT_TRUE(sink_b.failures().empty());
+  EXPECT_TRUE(p.sink_b.failures().empty());
 }
 
 // A receiver that vanishes without a word: the sender gives up after its
@@ -184,25 +187,21 @@ TEST(UdpRetransmit, RetriesAreBounded) {
   tuning.max_rto = 40ms;
   tuning.max_retries = 4;
   tuning.drop_every = 1;  // nothing ever arrives
-  RecordingSink sink_a, sink_b;
-  auto a = make_udp_transport(options(), tuning);
-  auto b = make_udp_transport(options());
-  a->start(sink_a);
-  b->start(sink_b);
-  auto link = a->connect(b->local_address(), in(5000ms));
-  ASSERT_NE(link, nullptr);
+  UdpPair p;
+  p.connect(tuning);
+  ASSERT_NE(p.link, nullptr);
   PatternWriter w(0, 1000);
-  ASSERT_EQ(link->send(make_header(1000, 0), w, in(1000ms)), 0u);  // owned by the transport
+  ASSERT_EQ(p.link->send(make_header(1000, 0), w, in(1000ms)), 0u);  // owned by the transport
   auto t0 = Clock::now();
   uint32_t rc = 0;
   while (rc == 0 && Clock::now() - t0 < 5s) {
     PatternWriter again(1, 10);
-    rc = link->send(make_header(10, 1), again, in(200ms));
+    rc = p.link->send(make_header(10, 1), again, in(200ms));
     std::this_thread::sleep_for(10ms);
   }
   EXPECT_EQ(rc, abi::kLinkError);
   EXPECT_LT(Clock::now() - t0, 2s);
-  EXPECT_EQ(sink_b.message_count(), 0u);
+  EXPECT_EQ(p.sink_b.message_count(), 0u);
 }
 
 // ---- raw datagrams --------------------------------------------------------
