@@ -186,6 +186,11 @@ class Recorder:
         return True
 
 
+def native_accl(table, bench, np_, default=None):
+    """The native and the ACCL entry of one of the Recorder's tables."""
+    return table.get((bench, np_, "native"), default), table.get((bench, np_, "accl"), default)
+
+
 # ----------------------------------------------------------------------------
 # environment / tools
 # ----------------------------------------------------------------------------
@@ -217,17 +222,18 @@ def ensure_plotter(allow_install):
     if allow_install and os.geteuid() == 0 and shutil.which("apt-get"):
         log("installing python3-matplotlib with apt-get (once)")
         env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        rc, _, err, _ = run(["apt-get", "install", "-y", "--no-install-recommends", "python3-matplotlib"], env=env,
-                            timeout=900)
+
+        def apt(*cmd):
+            return run(["apt-get"] + list(cmd), env=env, timeout=900)
+
+        rc, _, err, _ = apt("install", "-y", "--no-install-recommends", "python3-matplotlib")
         if rc != 0:
-            run(["apt-get", "update"], env=env, timeout=900)
-            rc, _, err, _ = run(["apt-get", "install", "-y", "--no-install-recommends", "python3-matplotlib"],
-                                env=env, timeout=900)
+            apt("update")
+            rc, _, err, _ = apt("install", "-y", "--no-install-recommends", "python3-matplotlib")
         if rc == 0 and have_mpl():
             return "matplotlib"
         log("python3-matplotlib install failed (%s); trying gnuplot" % err.strip().splitlines()[-1:] )
-        rc, _, _, _ = run(["apt-get", "install", "-y", "--no-install-recommends", "gnuplot-nox"], env=env,
-                          timeout=900)
+        rc, _, _, _ = apt("install", "-y", "--no-install-recommends", "gnuplot-nox")
         if rc == 0 and shutil.which("gnuplot"):
             return "gnuplot"
     return None
@@ -452,44 +458,34 @@ def read_csv(path):
         return []
 
 
+def run_core_bin(args, what, name, core_args, timeout):
+    """Runs accl-bench-core with core_args, its rows going to <name>.csv and its output to logs/<name>.log.
+    -> {cmd, rc, table (stdout), err (stderr of a failed run), rows}."""
+    csv_path = os.path.join(args.out, name + ".csv")
+    cmd = [args.core_bin] + core_args + ["--budget", str(args.core_budget), "--csv", csv_path]
+    rc, out, err, dt = run(cmd, env=mpi_env(), timeout=max(args.timeout, timeout),
+                           log_path=os.path.join(args.logdir, name + ".log"))
+    log("%s: rc=%d (%.0f s)" % (what, rc, dt))
+    return {"cmd": " ".join(cmd), "rc": rc, "table": out, "err": err if rc != 0 else "", "rows": read_csv(csv_path)}
+
+
 def run_core(args):
-    res = {}
     if not args.core_bin:
         return {"error": "accl-bench-core not built"}
-    core_args = ["--ranks", "4", "--max", human(args.core_max), "--budget", str(args.core_budget)]
-    cmd = [args.core_bin] + core_args + ["--csv", os.path.join(args.out, "core.csv")]
-    rc, out, err, dt = run(cmd, env=mpi_env(), timeout=max(args.timeout, 1800),
-                           log_path=os.path.join(args.logdir, "core.log"))
-    res["cmd"] = " ".join(cmd)
-    res["rc"] = rc
-    res["table"] = out
-    res["err"] = err if rc != 0 else ""
-    res["rows"] = read_csv(os.path.join(args.out, "core.csv"))
-    log("accl-bench-core: rc=%d (%.0f s)" % (rc, dt))
+    res = run_core_bin(args, "accl-bench-core", "core", ["--ranks", "4", "--max", human(args.core_max)], 1800)
     if args.all_ops:
-        cmd2 = [args.core_bin, "--ranks", "4", "--ops", "bcast,reduce,allgather,reduce_scatter,alltoall",
-                "--max", human(min(args.core_max, 16 << 20)), "--budget", str(args.core_budget),
-                "--csv", os.path.join(args.out, "core-ops.csv")]
-        rc2, out2, err2, dt2 = run(cmd2, env=mpi_env(), timeout=max(args.timeout, 1800),
-                                   log_path=os.path.join(args.logdir, "core-ops.log"))
-        res["ops_cmd"] = " ".join(cmd2)
-        res["ops_table"] = out2
-        res["ops_rc"] = rc2
-        res["ops_rows"] = read_csv(os.path.join(args.out, "core-ops.csv"))
-        log("accl-bench-core ops sweep: rc=%d (%.0f s)" % (rc2, dt2))
+        res["ops"] = run_core_bin(args, "accl-bench-core ops sweep", "core-ops",
+                                  ["--ranks", "4", "--ops", "bcast,reduce,allgather,reduce_scatter,alltoall",
+                                   "--max", human(min(args.core_max, 16 << 20))], 1800)
     return res
 
 
 def run_core_scaling(args):
     if not args.core_bin:
         return {"error": "accl-bench-core not built"}
-    cmd = [args.core_bin, "--only-scaling", "--scale-ranks", args.scale_ranks, "--scale-sizes", args.scale_sizes,
-           "--budget", str(args.core_budget), "--csv", os.path.join(args.out, "core-scaling.csv")]
-    rc, out, err, dt = run(cmd, env=mpi_env(), timeout=max(args.timeout, 3600),
-                           log_path=os.path.join(args.logdir, "core-scaling.log"))
-    log("accl-bench-core scaling: rc=%d (%.0f s)" % (rc, dt))
-    return {"cmd": " ".join(cmd), "rc": rc, "table": out, "err": err if rc != 0 else "",
-            "rows": read_csv(os.path.join(args.out, "core-scaling.csv"))}
+    return run_core_bin(args, "accl-bench-core scaling", "core-scaling",
+                        ["--only-scaling", "--scale-ranks", args.scale_ranks, "--scale-sizes", args.scale_sizes],
+                        3600)
 
 
 def profile_missed(args, core):
@@ -554,12 +550,9 @@ def write_csv(args, rec, path):
                     "accl_speedup", "native_runs_ok", "accl_runs_ok", "native_rss_kib", "accl_rss_kib"])
         for (bench, np_) in sorted({(b, n) for (b, n, _) in rec.runs}, key=lambda k: (k[1], list(BENCHMARKS).index(k[0]) if k[0] in BENCHMARKS else 99)):
             kind = rec.kind.get(bench, "lat")
-            nb = rec.best.get((bench, np_, "native"), {})
-            ab = rec.best.get((bench, np_, "accl"), {})
-            nr = rec.runs.get((bench, np_, "native"), [0, 0])
-            ar = rec.runs.get((bench, np_, "accl"), [0, 0])
-            nrss = rec.rss.get((bench, np_, "native"))
-            arss = rec.rss.get((bench, np_, "accl"))
+            nb, ab = native_accl(rec.best, bench, np_, {})
+            nr, ar = native_accl(rec.runs, bench, np_, [0, 0])
+            nrss, arss = native_accl(rec.rss, bench, np_)
             for size in sorted(set(nb) | set(ab)):
                 s = speedup(kind, nb.get(size), ab.get(size))
                 w.writerow([bench, np_, size, "latency" if kind == "lat" else "bandwidth",
@@ -579,6 +572,14 @@ def plot_all(args, rec, plotter, core, scaling):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+
+        def save(fig, name):
+            p = os.path.join(args.out, "plot-%s.png" % name)
+            fig.tight_layout()
+            fig.savefig(p, dpi=110)
+            plt.close(fig)
+            made.append(p)
+
         for bench, lines in sorted(series.items()):
             kind = rec.kind.get(bench, "lat")
             fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -605,11 +606,7 @@ def plot_all(args, rec, plotter, core, scaling):
                 ax.legend(fontsize=8)
             ax.set_title("%s: native Open MPI vs ACCL (best of %d)" % (bench, args.repeats))
             ax.grid(True, which="both", alpha=0.3)
-            p = os.path.join(args.out, "plot-%s.png" % bench)
-            fig.tight_layout()
-            fig.savefig(p, dpi=110)
-            plt.close(fig)
-            made.append(p)
+            save(fig, bench)
         rows = core.get("rows") or []
         if rows:
             fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -629,11 +626,7 @@ def plot_all(args, rec, plotter, core, scaling):
             ax.set_title("accl-bench-core (4 in-process CCLOs)")
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(fontsize=8)
-            p = os.path.join(args.out, "plot-core.png")
-            fig.tight_layout()
-            fig.savefig(p, dpi=110)
-            plt.close(fig)
-            made.append(p)
+            save(fig, "core")
         rows = scaling.get("rows") or []
         if rows:
             fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -651,11 +644,7 @@ def plot_all(args, rec, plotter, core, scaling):
             ax.set_title("allreduce scaling vs ring model 2(P-1)/P*N")
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(fontsize=7)
-            p = os.path.join(args.out, "plot-scaling.png")
-            fig.tight_layout()
-            fig.savefig(p, dpi=110)
-            plt.close(fig)
-            made.append(p)
+            save(fig, "scaling")
     else:  # gnuplot
         for bench, lines in sorted(series.items()):
             if bench == "barrier":
@@ -702,6 +691,34 @@ def fmt(v, kind):
     return "%.2f" % v if kind == "lat" or v < 1000 else "%.0f" % v
 
 
+def md_core_run(L, res, skipped, plot, args, plots):
+    """Appends one accl-bench-core run (a run_core_bin result) to L: its command, plot-<plot>.png if that was
+    made, and its output; or why it did not run (`skipped` when it was skipped by option). False if it did not."""
+    if not res or "error" in res:
+        L.append("_skipped: %s_" % res.get("error", skipped))
+        return False
+    L.append("`%s` (exit %d)" % (res["cmd"], res["rc"]))
+    L.append("")
+    if plot and os.path.join(args.out, "plot-%s.png" % plot) in plots:
+        L.append("![%s](plot-%s.png)" % (plot, plot))
+        L.append("")
+    L.append("```")
+    L.append(res["table"].rstrip())
+    if res.get("err"):
+        L.append(res["err"].rstrip())
+    L.append("```")
+    return True
+
+
+def size_rows(bench, kind, nb, ab):
+    """Table rows [size, native, ACCL, speedup] for the best values nb (native) and ab (ACCL) by size."""
+    rows = []
+    for s in sorted(set(nb) | set(ab)):
+        rows.append([human(s) if bench != "barrier" else "–", fmt(nb.get(s), kind), fmt(ab.get(s), kind),
+                     g3(speedup(kind, nb.get(s), ab.get(s)))])
+    return rows
+
+
 def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=()):
     L = []
     L.append("# ACCL for MPI — performance report (%s)" % started.strftime("%Y-%m-%d %H:%M"))
@@ -744,8 +761,7 @@ def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=
             if (bench, np_, "native") not in rec.runs:
                 continue
             kind = rec.kind.get(bench, "lat")
-            nb = rec.best.get((bench, np_, "native"), {})
-            ab = rec.best.get((bench, np_, "accl"), {})
+            nb, ab = native_accl(rec.best, bench, np_, {})
             sizes = sorted(set(nb) & set(ab))
             if sizes:
                 sp = [speedup(kind, nb[s], ab[s]) for s in sizes]
@@ -774,21 +790,14 @@ def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=
             L.append("![%s](plot-%s.png)" % (bench, bench))
             L.append("")
         for np_ in keys:
-            nb = rec.best.get((bench, np_, "native"), {})
-            ab = rec.best.get((bench, np_, "accl"), {})
-            nr = rec.runs.get((bench, np_, "native"), [0, 0])
-            ar = rec.runs.get((bench, np_, "accl"), [0, 0])
+            nb, ab = native_accl(rec.best, bench, np_, {})
+            nr, ar = native_accl(rec.runs, bench, np_, [0, 0])
             L.append("**%d ranks** — runs ok: native %d/%d, ACCL %d/%d%s" % (
                 np_, nr[0], nr[1], ar[0], ar[1],
                 ("; ACCL failure: `%s`" % rec.errors[(bench, np_, "accl")]) if (bench, np_, "accl") in rec.errors
                 else ""))
             L.append("")
-            rows = []
-            for s in sorted(set(nb) | set(ab)):
-                sp = speedup(kind, nb.get(s), ab.get(s))
-                rows.append([human(s) if bench != "barrier" else "–", fmt(nb.get(s), kind), fmt(ab.get(s), kind),
-                             g3(sp)])
-            L.append(md_table(["size", "native", "ACCL", "ACCL speedup"], rows))
+            L.append(md_table(["size", "native", "ACCL", "ACCL speedup"], size_rows(bench, kind, nb, ab)))
             L.append("")
 
     # memory
@@ -797,8 +806,7 @@ def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=
     rows = []
     for np_ in args.nps_all:
         for bench in BENCHMARKS:
-            n = rec.rss.get((bench, np_, "native"))
-            a = rec.rss.get((bench, np_, "accl"))
+            n, a = native_accl(rec.rss, bench, np_)
             if not n and not a:
                 continue
             nm = statistics.median(n) if n else None
@@ -844,26 +852,9 @@ def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=
     # core
     L.append("## In-process driver benchmark (accl-bench-core, no MPI)")
     L.append("")
-    if not core or "error" in core:
-        L.append("_skipped: %s_" % core.get("error", "--skip core"))
-    else:
-        L.append("`%s` (exit %d)" % (core["cmd"], core["rc"]))
+    if md_core_run(L, core, "--skip core", "core", args, plots) and core.get("ops", {}).get("table"):
         L.append("")
-        if os.path.join(args.out, "plot-core.png") in plots:
-            L.append("![core](plot-core.png)")
-            L.append("")
-        L.append("```")
-        L.append(core["table"].rstrip())
-        if core.get("err"):
-            L.append(core["err"].rstrip())
-        L.append("```")
-        if core.get("ops_table"):
-            L.append("")
-            L.append("`%s` (exit %d)" % (core["ops_cmd"], core["ops_rc"]))
-            L.append("")
-            L.append("```")
-            L.append(core["ops_table"].rstrip())
-            L.append("```")
+        md_core_run(L, core["ops"], None, None, args, plots)
     L.append("")
     if profiles:
         L.append("### Where the time goes (missed targets)")
@@ -884,13 +875,8 @@ def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=
         L.append("")
         rows = []
         for bench in SCALE_BENCHMARKS:
-            kind = rec.kind.get(bench, "lat")
-            nb = rec.best.get((bench, args.scale_np, "native"), {})
-            ab = rec.best.get((bench, args.scale_np, "accl"), {})
-            for s in sorted(set(nb) | set(ab)):
-                sp = speedup(kind, nb.get(s), ab.get(s))
-                rows.append([bench, human(s) if bench != "barrier" else "–", fmt(nb.get(s), kind),
-                             fmt(ab.get(s), kind), g3(sp)])
+            nb, ab = native_accl(rec.best, bench, args.scale_np, {})
+            rows += [[bench] + r for r in size_rows(bench, rec.kind.get(bench, "lat"), nb, ab)]
             err = rec.errors.get((bench, args.scale_np, "accl"))
             if err:
                 rows.append([bench, "ACCL failed", "", "", err.replace("|", "/")])
@@ -898,19 +884,7 @@ def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=
         L.append("")
     L.append("### In-process CCLOs vs the ring model")
     L.append("")
-    if not scaling or "error" in scaling:
-        L.append("_skipped: %s_" % scaling.get("error", "--skip scale"))
-    else:
-        L.append("`%s` (exit %d)" % (scaling["cmd"], scaling["rc"]))
-        L.append("")
-        if os.path.join(args.out, "plot-scaling.png") in plots:
-            L.append("![scaling](plot-scaling.png)")
-            L.append("")
-        L.append("```")
-        L.append(scaling["table"].rstrip())
-        if scaling.get("err"):
-            L.append(scaling["err"].rstrip())
-        L.append("```")
+    md_core_run(L, scaling, "--skip scale", "scaling", args, plots)
     L.append("")
     L.append("## Files")
     L.append("")
@@ -971,18 +945,11 @@ def main():
     args = ap.parse_args()
 
     if args.quick:
-        if args.max_size == 1 << 20:
-            args.max_size = 64 << 10
-        if args.iters == 200:
-            args.iters = 50
-        if args.warmup == 20:
-            args.warmup = 5
-        if args.core_max == 64 << 20:
-            args.core_max = 16 << 20
-        if args.core_budget == 0.2:
-            args.core_budget = 0.05
-        if args.callgrind_iters == 2000:
-            args.callgrind_iters = 500
+        # Only what was left at its default changes.
+        for name, quick in (("max_size", 64 << 10), ("iters", 50), ("warmup", 5), ("core_max", 16 << 20),
+                            ("core_budget", 0.05), ("callgrind_iters", 500)):
+            if getattr(args, name) == ap.get_default(name):
+                setattr(args, name, quick)
     if args.repeats < 1:
         ap.error("--repeats must be >= 1")
     skip = set(filter(None, args.skip.split(",")))
