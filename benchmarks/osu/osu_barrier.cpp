@@ -8,15 +8,10 @@ int main(int argc, char** argv) {
   Options o = defaults(Kind::barrier, Type::mpi_char);
   if (int st = start(argc, argv, Kind::barrier, o, 1); st >= 0) return st;
   header("Barrier Latency", o, false, nullptr);
-  say("# Avg Latency(us)");
-  if (o.full) say("   Min Latency(us)   Max Latency(us)  Iterations");
-  if (o.validate) say("  Validation");
-  say("\n");
+  latency_columns(o, false);
   Collective c;
   c.call = [] { MPI_Barrier(MPI_COMM_WORLD); };
   double us = time_collective(c, o, 0);
   latency_row(-1, us, o.iters(0), o, 0);
-  int status = finish(o);
-  MPI_Finalize();
-  return status;
+  return finish(o);
 }

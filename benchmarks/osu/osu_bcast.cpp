@@ -5,27 +5,19 @@
 using namespace bosu;
 
 int main(int argc, char** argv) {
-  Options o = defaults(Kind::collective, Type::mpi_char);
-  if (int st = start(argc, argv, Kind::collective, o, 1); st >= 0) return st;
-  header("Broadcast Latency", o, true, nullptr);
+  Options o;
+  if (int st = start_collective(argc, argv, o, "Broadcast Latency", nullptr); st >= 0) return st;
   const int me = ctx().rank;
   Bytes buf(o.max_size);
-  size_t count = 0;
   Collective c;
-  c.prepare = [&](size_t, size_t n) {
-    count = n;
-    if (me == 0) fill(o.type, buf.data(), n, 0, 0, 0);
-  };
-  c.call = [&] { MPI_Bcast(buf.data(), static_cast<int>(count), mpi_type(o.type), 0, MPI_COMM_WORLD); };
+  c.call = [&] { MPI_Bcast(buf.data(), static_cast<int>(c.count), mpi_type(o.type), 0, MPI_COMM_WORLD); };
   c.fill = [&](int it) {
-    if (me == 0) fill(o.type, buf.data(), count, 0, 0, it);
-    else clear(buf.data(), count * type_size(o.type));
+    if (me == 0) fill(o.type, buf.data(), c.count, 0, 0, it);
+    else clear(buf.data(), c.count * type_size(o.type));
   };
   c.check = [&](int it) {
-    if (me != 0) check(o.type, buf.data(), count, 0, 0, it, 1, "bcast");
+    if (me != 0) check(o.type, buf.data(), c.count, 0, 0, it, 1, "bcast");
   };
   run_sized(c, o, 1);
-  int status = finish(o);
-  MPI_Finalize();
-  return status;
+  return finish(o);
 }

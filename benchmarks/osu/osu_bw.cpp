@@ -72,18 +72,13 @@ int main(int argc, char** argv) {
         if (i >= skip) total += t;
       }
     }
-    double errs = static_cast<double>(ctx().errors - before), all_errs = 0;
-    MPI_Allreduce(&errs, &all_errs, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    const bool failed = any_rank_failed(before);
     if (me == 0) {
       double msgs = static_cast<double>(iters) * static_cast<double>(W) * (bidir ? 2.0 : 1.0);
       std::printf("%-10zu%18.2f", size, msgs * static_cast<double>(size) / total / 1e6);
       if (o.full) std::printf("%12.0f%12d", msgs / total, iters);
-      if (o.validate) std::printf("%12s", all_errs > 0 ? "Fail" : "Pass");
-      std::printf("\n");
-      std::fflush(stdout);
+      end_row(o, failed);
     }
   }
-  int status = finish(o);
-  MPI_Finalize();
-  return status;
+  return finish(o);
 }

@@ -150,6 +150,10 @@ inline void usage(Kind kind, const Options& d) {
 inline int parse(int argc, char** argv, Kind kind, Options& o) {
   Options defaults = o;
   bool iters_set = false, warmup_set = false;
+  auto bad_value = [](int option) {
+    say("%s: bad -%c '%s'\n", ctx().program, option, optarg);
+    return 2;
+  };
   opterr = 0;
   int c;
   while ((c = getopt(argc, argv, "+m:i:x:cfW:T:hv")) != -1) {
@@ -174,26 +178,17 @@ inline int parse(int argc, char** argv, Kind kind, Options& o) {
         break;
       }
       case 'i':
-        if (!parse_int(optarg, o.iterations, 1)) {
-          say("%s: bad -i '%s'\n", ctx().program, optarg);
-          return 2;
-        }
+        if (!parse_int(optarg, o.iterations, 1)) return bad_value(c);
         iters_set = true;
         break;
       case 'x':
-        if (!parse_int(optarg, o.warmup, 0)) {
-          say("%s: bad -x '%s'\n", ctx().program, optarg);
-          return 2;
-        }
+        if (!parse_int(optarg, o.warmup, 0)) return bad_value(c);
         warmup_set = true;
         break;
       case 'c': o.validate = true; break;
       case 'f': o.full = true; break;
       case 'W':
-        if (!parse_int(optarg, o.window, 1)) {
-          say("%s: bad -W '%s'\n", ctx().program, optarg);
-          return 2;
-        }
+        if (!parse_int(optarg, o.window, 1)) return bad_value(c);
         break;
       case 'T': {
         std::string t(optarg);
@@ -323,11 +318,19 @@ inline void header(const char* title, const Options& o, bool has_type_line, cons
   say("# Ranks: %d%s\n", ctx().size, o.validate ? ", validation on (timings exclude data set-up and checks)" : "");
 }
 
-inline void latency_columns(const Options& o) {
-  say("# Size       Avg Latency(us)");
+// Column titles of a latency table; `sized`: rows start with the message size.
+inline void latency_columns(const Options& o, bool sized) {
+  say(sized ? "# Size       Avg Latency(us)" : "# Avg Latency(us)");
   if (o.full) say("   Min Latency(us)   Max Latency(us)  Iterations");
   if (o.validate) say("  Validation");
   say("\n");
+}
+
+// Ends a table row (rank 0 only): the validation column with -c, the newline.
+inline void end_row(const Options& o, bool failed) {
+  if (o.validate) std::printf("%12s", failed ? "Fail" : "Pass");
+  std::printf("\n");
+  std::fflush(stdout);
 }
 
 // Per-rank average latency `local_us` -> avg / min / max over ranks, printed by rank 0.
@@ -341,9 +344,15 @@ inline void latency_row(long size, double local_us, int iters, const Options& o,
   if (size >= 0) std::printf("%-10ld", size);
   std::printf("%18.2f", sum / ctx().size);
   if (o.full) std::printf("%18.2f%18.2f%12d", -mx[1], mx[0], iters);
-  if (o.validate) std::printf("%12s", mx[2] > 0 ? "Fail" : "Pass");
-  std::printf("\n");
-  std::fflush(stdout);
+  end_row(o, mx[2] > 0);
+}
+
+// Whether any rank counted a mismatch since its count stood at `before`
+// (collective over MPI_COMM_WORLD).
+inline bool any_rank_failed(long before) {
+  double errs = static_cast<double>(ctx().errors - before), all_errs = 0;
+  MPI_Allreduce(&errs, &all_errs, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return all_errs > 0;
 }
 
 // Peak resident memory of this process in KiB (VmHWM), -1 when unknown.
@@ -358,7 +367,8 @@ inline long peak_rss_kib() {
   return kib;
 }
 
-// Collective epilogue: peak RSS line and the validation verdict. Returns the exit status.
+// Collective epilogue: peak RSS line, the validation verdict, MPI_Finalize.
+// Returns the exit status.
 inline int finish(const Options& o) {
   double rss = static_cast<double>(peak_rss_kib());
   double in[2] = {rss, static_cast<double>(ctx().errors)};
@@ -381,6 +391,7 @@ inline int finish(const Options& o) {
     }
   }
   std::fflush(stdout);
+  MPI_Finalize();
   return status;
 }
 
@@ -433,12 +444,15 @@ inline Options defaults(Kind kind, Type type) {
 
 namespace bosu {
 
-// One collective benchmark: the call, and (for -c) how to set up and check data.
+// One collective benchmark: the call, and how to set up and (for -c) check data.
 struct Collective {
-  // Per size: element count of the size argument; sets up buffers/counts.
-  std::function<void(size_t bytes, size_t count)> prepare;
+  size_t count = 0;  // element count of the current size argument (set by run_sized)
+  // Per size, optional: sets up what depends on `count` beyond the data.
+  std::function<void()> prepare;
   std::function<void()> call;
-  std::function<void(int iter)> fill;   // -c: data for iteration `iter`
+  // Data for iteration `iter`: with -c before every iteration, else once per
+  // size (iteration 0).
+  std::function<void(int iter)> fill;
   std::function<void(int iter)> check;  // -c: verify iteration `iter` (adds to ctx().errors)
 };
 
@@ -463,11 +477,12 @@ inline double time_collective(const Collective& c, const Options& o, size_t size
 
 // Runs a sized collective over all sizes of `o` and prints the OSU table.
 // `min_elems`: smallest element count that makes sense (reduce_scatter: ranks).
-inline void run_sized(const Collective& c, const Options& o, size_t min_elems) {
-  latency_columns(o);
+inline void run_sized(Collective& c, const Options& o, size_t min_elems) {
+  latency_columns(o, true);
   for (size_t size : sizes(o, type_size(o.type), min_elems)) {
-    size_t count = size / type_size(o.type);
-    c.prepare(size, count);
+    c.count = size / type_size(o.type);
+    if (c.prepare) c.prepare();
+    if (c.fill) c.fill(0);
     long before = ctx().errors;
     double us = time_collective(c, o, size);
     latency_row(static_cast<long>(size), us, o.iters(size), o, ctx().errors - before);
@@ -481,6 +496,19 @@ inline bool require_arith_type(const Options& o) {
     return false;
   }
   return true;
+}
+
+// Start of a collective benchmark: OSU's defaults, MPI_Init, options, header.
+// Reductions (`op` names the operation) default to MPI_FLOAT from 4 bytes and
+// refuse mpi_char. Returns -1 to continue, else the exit status (MPI already
+// finalized).
+inline int start_collective(int& argc, char**& argv, Options& o, const char* title, const char* op) {
+  o = defaults(Kind::collective, op != nullptr ? Type::mpi_float : Type::mpi_char);
+  if (op != nullptr) o.min_size = 4;
+  if (int st = start(argc, argv, Kind::collective, o, 1); st >= 0) return st;
+  if (op != nullptr && !require_arith_type(o)) return MPI_Finalize(), 2;
+  header(title, o, true, op);
+  return -1;
 }
 
 }  // namespace bosu

@@ -5,33 +5,25 @@
 using namespace bosu;
 
 int main(int argc, char** argv) {
-  Options o = defaults(Kind::collective, Type::mpi_char);
-  if (int st = start(argc, argv, Kind::collective, o, 1); st >= 0) return st;
-  header("Gather Latency", o, true, nullptr);
+  Options o;
+  if (int st = start_collective(argc, argv, o, "Gather Latency", nullptr); st >= 0) return st;
   const int me = ctx().rank, nranks = ctx().size;
   const size_t esz = type_size(o.type);
   Bytes send(o.max_size), recv(me == 0 ? o.max_size * static_cast<size_t>(nranks) : 1);
-  size_t count = 0;
   Collective c;
-  c.prepare = [&](size_t, size_t n) {
-    count = n;
-    fill(o.type, send.data(), n, me, 0, 0);
-  };
   c.call = [&] {
-    MPI_Gather(send.data(), static_cast<int>(count), mpi_type(o.type), recv.data(), static_cast<int>(count),
+    MPI_Gather(send.data(), static_cast<int>(c.count), mpi_type(o.type), recv.data(), static_cast<int>(c.count),
                mpi_type(o.type), 0, MPI_COMM_WORLD);
   };
   c.fill = [&](int it) {
-    fill(o.type, send.data(), count, me, 0, it);
-    if (me == 0) clear(recv.data(), count * esz * static_cast<size_t>(nranks));
+    fill(o.type, send.data(), c.count, me, 0, it);
+    if (me == 0) clear(recv.data(), c.count * esz * static_cast<size_t>(nranks));
   };
   c.check = [&](int it) {
     if (me != 0) return;
     for (int s = 0; s < nranks; ++s)
-      check(o.type, recv.data() + static_cast<size_t>(s) * count * esz, count, s, 0, it, 1, "gather");
+      check(o.type, recv.data() + static_cast<size_t>(s) * c.count * esz, c.count, s, 0, it, 1, "gather");
   };
   run_sized(c, o, 1);
-  int status = finish(o);
-  MPI_Finalize();
-  return status;
+  return finish(o);
 }

@@ -10,10 +10,7 @@ int main(int argc, char** argv) {
   Options o = defaults(Kind::latency, Type::mpi_char);
   if (int st = start(argc, argv, Kind::latency, o, 2); st >= 0) return st;
   header("Latency", o, true, nullptr);
-  say("# Size       Avg Latency(us)");
-  if (o.full) say("   Min Latency(us)   Max Latency(us)  Iterations");
-  if (o.validate) say("  Validation");
-  say("\n");
+  latency_columns(o, true);
   const int me = ctx().rank;
   const size_t esz = type_size(o.type);
   const MPI_Datatype dt = mpi_type(o.type);
@@ -50,17 +47,12 @@ int main(int argc, char** argv) {
         if (o.validate) check(o.type, rbuf.data(), static_cast<size_t>(count), 0, 1, i, 1, "latency");
       }
     }
-    double errs = static_cast<double>(ctx().errors - before), all_errs = 0;
-    MPI_Allreduce(&errs, &all_errs, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    const bool failed = any_rank_failed(before);
     if (me == 0) {
       std::printf("%-10zu%18.2f", size, total * 1e6 / (2.0 * iters));
       if (o.full) std::printf("%18.2f%18.2f%12d", best * 1e6 / 2, worst * 1e6 / 2, iters);
-      if (o.validate) std::printf("%12s", all_errs > 0 ? "Fail" : "Pass");
-      std::printf("\n");
-      std::fflush(stdout);
+      end_row(o, failed);
     }
   }
-  int status = finish(o);
-  MPI_Finalize();
-  return status;
+  return finish(o);
 }

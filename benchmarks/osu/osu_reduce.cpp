@@ -5,31 +5,21 @@
 using namespace bosu;
 
 int main(int argc, char** argv) {
-  Options o = defaults(Kind::collective, Type::mpi_float);
-  o.min_size = 4;
-  if (int st = start(argc, argv, Kind::collective, o, 1); st >= 0) return st;
-  if (!require_arith_type(o)) return MPI_Finalize(), 2;
-  header("Reduce Latency", o, true, "MPI_SUM");
+  Options o;
+  if (int st = start_collective(argc, argv, o, "Reduce Latency", "MPI_SUM"); st >= 0) return st;
   const int me = ctx().rank, nranks = ctx().size;
   Bytes send(o.max_size), recv(o.max_size);
-  size_t count = 0;
   Collective c;
-  c.prepare = [&](size_t, size_t n) {
-    count = n;
-    fill(o.type, send.data(), n, 0, 0, 0, me + 1);
-  };
   c.call = [&] {
-    MPI_Reduce(send.data(), recv.data(), static_cast<int>(count), mpi_type(o.type), MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(send.data(), recv.data(), static_cast<int>(c.count), mpi_type(o.type), MPI_SUM, 0, MPI_COMM_WORLD);
   };
   c.fill = [&](int it) {
-    fill(o.type, send.data(), count, 0, 0, it, me + 1);
-    clear(recv.data(), count * type_size(o.type));
+    fill(o.type, send.data(), c.count, 0, 0, it, me + 1);
+    clear(recv.data(), c.count * type_size(o.type));
   };
   c.check = [&](int it) {
-    if (me == 0) check(o.type, recv.data(), count, 0, 0, it, nranks * (nranks + 1) / 2, "reduce");
+    if (me == 0) check(o.type, recv.data(), c.count, 0, 0, it, nranks * (nranks + 1) / 2, "reduce");
   };
   run_sized(c, o, 1);
-  int status = finish(o);
-  MPI_Finalize();
-  return status;
+  return finish(o);
 }

@@ -8,29 +8,22 @@
 using namespace bosu;
 
 int main(int argc, char** argv) {
-  Options o = defaults(Kind::collective, Type::mpi_float);
-  o.min_size = 4;
-  if (int st = start(argc, argv, Kind::collective, o, 1); st >= 0) return st;
-  if (!require_arith_type(o)) return MPI_Finalize(), 2;
+  Options o;
 #ifdef BOSU_BLOCK
-  header("Reduce_scatter_block Latency", o, true, "MPI_SUM");
+  const char* title = "Reduce_scatter_block Latency";
 #else
-  header("Reduce_scatter Latency", o, true, "MPI_SUM");
+  const char* title = "Reduce_scatter Latency";
 #endif
+  if (int st = start_collective(argc, argv, o, title, "MPI_SUM"); st >= 0) return st;
   const int me = ctx().rank, nranks = ctx().size;
   const size_t esz = type_size(o.type);
   Bytes send(o.max_size), recv(o.max_size);
   std::vector<int> counts(static_cast<size_t>(nranks), 0);
   size_t per = 0;
-  auto fill_send = [&](int it) {
-    for (int d = 0; d < nranks; ++d)
-      fill(o.type, send.data() + static_cast<size_t>(d) * per * esz, per, d, 0, it, me + 1);
-  };
   Collective c;
-  c.prepare = [&](size_t, size_t n) {
-    per = n / static_cast<size_t>(nranks);
+  c.prepare = [&] {
+    per = c.count / static_cast<size_t>(nranks);
     std::fill(counts.begin(), counts.end(), static_cast<int>(per));
-    fill_send(0);
   };
   c.call = [&] {
 #ifdef BOSU_BLOCK
@@ -41,14 +34,13 @@ int main(int argc, char** argv) {
 #endif
   };
   c.fill = [&](int it) {
-    fill_send(it);
+    for (int d = 0; d < nranks; ++d)
+      fill(o.type, send.data() + static_cast<size_t>(d) * per * esz, per, d, 0, it, me + 1);
     clear(recv.data(), per * esz);
   };
   c.check = [&](int it) {
     check(o.type, recv.data(), per, me, 0, it, nranks * (nranks + 1) / 2, "reduce_scatter");
   };
   run_sized(c, o, static_cast<size_t>(nranks));
-  int status = finish(o);
-  MPI_Finalize();
-  return status;
+  return finish(o);
 }
