@@ -257,6 +257,20 @@ def find_binary(dirs, name):
 # ----------------------------------------------------------------------------
 # the OSU-style matrix
 # ----------------------------------------------------------------------------
+# Largest message per benchmark when --max-size is not given: far enough to
+# show every target of the speed issue (bandwidth at 4 MiB, allreduce to
+# 16 MiB, the other collectives at 1 MiB) without spending the run's time on
+# sizes nobody reads.
+DEFAULT_MAX_SIZE = {"latency": 4 << 20, "bw": 4 << 20, "bibw": 4 << 20, "allreduce": 16 << 20}
+DEFAULT_MAX_SIZE_OTHERS = 1 << 20
+
+
+def max_size_for(args, bench):
+    if args.max_size is not None:
+        return args.max_size
+    return DEFAULT_MAX_SIZE.get(bench, DEFAULT_MAX_SIZE_OTHERS)
+
+
 def osu_args(args, bench):
     # Collectives start at 4 B: the PMPI layer moves bytes as 32-bit device
     # words, so 1- and 2-byte vectors run natively by design (and would abort
@@ -264,7 +278,7 @@ def osu_args(args, bench):
     lo = {"latency": 0, "bw": 1, "bibw": 1}.get(bench, 4)
     if args.min_size is not None:
         lo = args.min_size
-    hi = args.max_size
+    hi = max_size_for(args, bench)
     a = []
     if bench != "barrier":
         a += ["-m", "%d:%d" % (lo, hi)]
@@ -740,10 +754,12 @@ def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=
              "the run, so every ACCL number below is offloaded work." % (
                  args.pmpi_lib or "(not built)", "".join(" -x %s=%s" % kv for kv in args.accl_env.items())))
     L.append("* each benchmark: %d repeats, native and ACCL runs alternating; best of each (min latency, max "
-             "bandwidth) per size. Options: `%s` (sizes capped at %s; collectives start at 4 B because the PMPI layer "
+             "bandwidth) per size. Options: `%s` (largest size %s; collectives start at 4 B because the PMPI layer "
              "moves bytes as 32-bit device words and runs 1-2 B vectors natively)." % (
                  args.repeats, "-i %d -x %d%s" % (args.iters, args.warmup, " -c" if args.validate and not args.osu_dir
-                                                  else ""), human(args.max_size)))
+                                                  else ""), human(args.max_size) if args.max_size is not None else
+                 ", ".join("%s %s" % (b, human(v)) for b, v in DEFAULT_MAX_SIZE.items()) + ", others " +
+                 human(DEFAULT_MAX_SIZE_OTHERS)))
     L.append("* mpirun: `%s -np N --oversubscribe %s`" % (args.mpirun, args.mpirun_args))
     L.append("* **ACCL speedup** = native time / ACCL time (latency) or ACCL MB/s / native MB/s (bandwidth): "
              "> 1 means ACCL is faster.")
@@ -763,6 +779,8 @@ def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=
             kind = rec.kind.get(bench, "lat")
             nb, ab = native_accl(rec.best, bench, np_, {})
             sizes = sorted(set(nb) & set(ab))
+            # A best value that printed as 0.00 has no ratio (speedup None).
+            sizes = [s for s in sizes if speedup(kind, nb[s], ab[s]) is not None]
             if sizes:
                 sp = [speedup(kind, nb[s], ab[s]) for s in sizes]
                 big = sizes[-1]
@@ -911,7 +929,9 @@ def main():
                          "(repeatable), e.g. my_allreduce=/opt/osu/libexec/osu_allreduce")
     ap.add_argument("--pmpi-lib", help="libaccl_pmpi.so (default <build>/pmpi/libaccl_pmpi.so)")
     ap.add_argument("--core-bin", help="accl-bench-core (default <build>/benchmarks/core/accl-bench-core)")
-    ap.add_argument("--max-size", type=parse_bytes, default=1 << 20, help="largest message (default 1M)")
+    ap.add_argument("--max-size", type=parse_bytes, default=None,
+                    help="largest message for every benchmark (default: latency, bw, bibw 4M, allreduce 16M, "
+                         "the others 1M)")
     ap.add_argument("--min-size", type=parse_bytes, default=None,
                     help="smallest message (default: 0 latency, 1 bw/bibw, 4 collectives)")
     ap.add_argument("--iters", type=int, default=200, help="OSU -i (default 200)")
