@@ -209,6 +209,29 @@ TEST(CollectiveSteps, TwoRankReduceIsNotStagedThroughSpare3) {
   EXPECT_EQ(f[0].read<int32_t>(kSpare3, n), untouched);
 }
 
+// Rendezvous-sized flat reduce on 4 ranks: the first peer's 48 KiB land
+// straight in the root's result (one window); the other two are staged
+// through the 32 KiB spare 3 (two pieces each). Staging all three took 6.
+TEST(CollectiveSteps, FlatReduceLandsTheFirstContributionWithoutStaging) {
+  FakeFabric f(4);
+  f.configure();
+  constexpr uint32_t n = 12000;
+  for (uint32_t r = 0; r < 4; ++r) {
+    f[r].write(kSrc, rank_data(r, n));
+    f[r].set_xmem(abi::kReduceFlatTreeMaxCount, 1u << 20);  // flat although larger than a spare
+  }
+  for (const uint32_t root : {0u, 3u}) {
+    const auto windows = windows_during(f, [&] {
+      run_all(f, [&](uint32_t) {
+        return std::move(CallBuilder(abi::kReduce).count(n).rank(root).function(abi::kSum).addr(0, kSrc).addr(2, kDst));
+      });
+    });
+    EXPECT_EQ(windows[root], 5u) << "root " << root;
+    const auto got = f[root].read<int32_t>(kDst, n);
+    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], sum_over_ranks(4, i)) << "root " << root << " i " << i;
+  }
+}
+
 }  // namespace
 
 }  // namespace accl::fw::test

@@ -182,6 +182,7 @@ void fill_args(Fw& fw, CallSlot& call) {
   a.src = call_op0(call);
   a.dst = call_res(call);
   a.spare_bytes = fw.st.max_rendezvous_bytes;
+  a.max_eager_bytes = fw.st.max_eager_bytes;
   const uint32_t spare_offsets[3] = {abi::kSpare1Offset, abi::kSpare2Offset, abi::kSpare3Offset};
   for (uint32_t i = 0; i < 3; ++i) {
     a.spare[i] = mem_buf(spare_address(fw, spare_offsets[i]), false, false, d.uncompressed_bytes);
