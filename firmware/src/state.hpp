@@ -146,6 +146,7 @@ struct CollArgs {
   Buf dst;
   Buf spare[3];          // scratch buffers (max rendezvous size bytes each)
   uint32_t spare_bytes;  // 0 when rendezvous is disabled (no scratch)
+  uint32_t max_eager_bytes;
   bool wire_compressed;
   // tuning registers
   uint32_t gather_flat_max_fanin;

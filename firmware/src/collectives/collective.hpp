@@ -51,11 +51,14 @@ enum Algorithm : uint32_t {
   kAlgoScatterFlat,
   kAlgoGatherFlat,
   kAlgoAllgatherRing,
+  kAlgoAllgatherDoubling,
   kAlgoReduceFlat,
   kAlgoReduceChain,
   kAlgoAllreduceRing,
   kAlgoAllreduceReduceBcast,
+  kAlgoAllreduceHalvingDoubling,
   kAlgoReduceScatterRing,
+  kAlgoReduceScatterHalving,
   kAlgoAlltoallPairwise,
   kAlgoAlltoallInPlace,
   kAlgoBarrierDissemination,
@@ -79,6 +82,7 @@ bool plan_bcast_binomial(const CollArgs& args, uint32_t round, Round& out);
 bool plan_scatter_flat(const CollArgs& args, uint32_t round, Round& out);
 bool plan_gather_flat(const CollArgs& args, uint32_t round, Round& out);
 bool plan_allgather_ring(const CollArgs& args, uint32_t round, Round& out);
+bool plan_allgather_doubling(const CollArgs& args, uint32_t round, Round& out);
 bool plan_reduce_flat(const CollArgs& args, uint32_t round, Round& out);
 // The root's part of the flat reduce (shared with allreduce reduce+bcast):
 // flat_reduce_at_root_rounds() rounds, the result ends in args.dst.
@@ -87,7 +91,13 @@ uint32_t flat_reduce_at_root_rounds(const CollArgs& args);
 bool plan_reduce_chain(const CollArgs& args, uint32_t round, Round& out);
 bool plan_allreduce_ring(const CollArgs& args, uint32_t round, Round& out);
 bool plan_allreduce_reduce_bcast(const CollArgs& args, uint32_t round, Round& out);
+bool plan_allreduce_halving_doubling(const CollArgs& args, uint32_t round, Round& out);
+// Power-of-two P > 2 and a count of equal blocks (count % P == 0).
+bool allreduce_halving_doubling_fits(uint32_t count, uint32_t P);
 bool plan_reduce_scatter_ring(const CollArgs& args, uint32_t round, Round& out);
+bool plan_reduce_scatter_halving(const CollArgs& args, uint32_t round, Round& out);
+// Power-of-two P > 2 and half of the source fits a spare buffer.
+bool reduce_scatter_halving_fits(const CollArgs& args);
 bool plan_alltoall_pairwise(const CollArgs& args, uint32_t round, Round& out);
 bool plan_alltoall_inplace(const CollArgs& args, uint32_t round, Round& out);
 bool plan_barrier_dissemination(const CollArgs& args, uint32_t round, Round& out);

@@ -93,11 +93,14 @@ bool run_plan(uint32_t algorithm, const CollArgs& args, uint32_t round, Round& o
     case kAlgoScatterFlat: return plan_scatter_flat(args, round, out);
     case kAlgoGatherFlat: return plan_gather_flat(args, round, out);
     case kAlgoAllgatherRing: return plan_allgather_ring(args, round, out);
+    case kAlgoAllgatherDoubling: return plan_allgather_doubling(args, round, out);
     case kAlgoReduceFlat: return plan_reduce_flat(args, round, out);
     case kAlgoReduceChain: return plan_reduce_chain(args, round, out);
     case kAlgoAllreduceRing: return plan_allreduce_ring(args, round, out);
     case kAlgoAllreduceReduceBcast: return plan_allreduce_reduce_bcast(args, round, out);
+    case kAlgoAllreduceHalvingDoubling: return plan_allreduce_halving_doubling(args, round, out);
     case kAlgoReduceScatterRing: return plan_reduce_scatter_ring(args, round, out);
+    case kAlgoReduceScatterHalving: return plan_reduce_scatter_halving(args, round, out);
     case kAlgoAlltoallPairwise: return plan_alltoall_pairwise(args, round, out);
     case kAlgoAlltoallInPlace: return plan_alltoall_inplace(args, round, out);
     case kAlgoBarrierDissemination: return plan_barrier_dissemination(args, round, out);
@@ -179,6 +182,7 @@ void fill_args(Fw& fw, CallSlot& call) {
   a.src = call_op0(call);
   a.dst = call_res(call);
   a.spare_bytes = fw.st.max_rendezvous_bytes;
+  a.max_eager_bytes = fw.st.max_eager_bytes;
   const uint32_t spare_offsets[3] = {abi::kSpare1Offset, abi::kSpare2Offset, abi::kSpare3Offset};
   for (uint32_t i = 0; i < 3; ++i) {
     a.spare[i] = mem_buf(spare_address(fw, spare_offsets[i]), false, false, d.uncompressed_bytes);
@@ -362,16 +366,27 @@ StepResult step_collective(Fw& fw, CallSlot& call) {
       if (call.status != 0) return StepResult::finished;
       call.round_open = true;
     }
+    // Receives first, then sends, then local moves (plan order within each
+    // kind, so receives from one peer still match in plan order). A receive's
+    // start only posts its pre-grant, while a granted send or a local move
+    // copies its whole payload before returning: posted first, our grant
+    // reaches the peer whose send waits for it before we copy anything, so
+    // in a ring the ranks' transfers overlap instead of waiting for each
+    // other's in turn.
+    constexpr OpKind kProgressOrder[] = {OpKind::recv, OpKind::send, OpKind::local};
     bool all_done = true;
-    for (uint32_t i = 0; i < call.nops; ++i) {
-      PeerOp& op = call.ops[i];
-      if (!progress_op(fw, call, op)) all_done = false;
-      if (op.error != 0) {
-        call.status |= op.error;
-        // Tell the other members at once, so they fail by name instead of
-        // waiting for their timeout on messages that will not come.
-        if (call.signature_mismatch) send_abort_notices(fw, call);
-        return StepResult::finished;
+    for (const OpKind kind : kProgressOrder) {
+      for (uint32_t i = 0; i < call.nops; ++i) {
+        PeerOp& op = call.ops[i];
+        if (op.kind != kind) continue;
+        if (!progress_op(fw, call, op)) all_done = false;
+        if (op.error != 0) {
+          call.status |= op.error;
+          // Tell the other members at once, so they fail by name instead of
+          // waiting for their timeout on messages that will not come.
+          if (call.signature_mismatch) send_abort_notices(fw, call);
+          return StepResult::finished;
+        }
       }
     }
     if (!all_done) return StepResult::not_ready;

@@ -38,11 +38,30 @@ bool plan_reduce_scatter_ring(const CollArgs& args, uint32_t round, Round& out) 
   }
 
   const uint32_t nblocks = max_of<uint32_t>(1, static_cast<uint32_t>(ceil_div(n, block)));
+  auto block_begin = [&](uint32_t k) { return k * block; };
+  auto block_len = [&](uint32_t k) { return k * block >= n ? 0 : min_of(block, n - k * block); };
+  if (steps == 1 && buf_overlap(args.dst, buf_at(args.src, uint64_t{ring_sub(r, 1, P)} * n), n)) {
+    // Two ranks, result over the chunk we send (in place on rank 1): the
+    // send and the receive of one block run concurrently, so the reduced
+    // block lands in a spare and is copied into place one round later,
+    // after its chunk's block has been sent.
+    if (round > nblocks) return false;
+    if (round < nblocks) {
+      const uint32_t begin = block_begin(round);
+      out.send(next, buf_at(args.src, uint64_t{ring_sub(r, 1, P)} * n + begin), block_len(round));
+      out.recv_reduce(prev, buf_at(args.src, uint64_t{r} * n + begin), args.spare[round % 2], block_len(round));
+    }
+    if (round > 0) {
+      const uint32_t k = round - 1;
+      out.copy(args.spare[k % 2], buf_at(args.dst, block_begin(k)), block_len(k));
+    }
+    return true;
+  }
   const uint32_t b = round / steps;
   const uint32_t s = round % steps;
   if (b >= nblocks) return false;
-  const uint32_t begin = b * block;
-  const uint32_t len = begin >= n ? 0 : min_of(block, n - begin);
+  const uint32_t begin = block_begin(b);
+  const uint32_t len = block_len(b);
   const uint32_t c_out = ring_sub(r, 1 + s, P);
   const uint32_t c_in = ring_sub(r, 2 + s, P);
   if (s == 0) {

@@ -21,7 +21,8 @@ uint32_t select_algorithm(const SelectionInput& in, const CollArgs& args) {
       // Flat; fan-in is limited by the tuning registers inside the plan.
       return kAlgoGatherFlat;
     case abi::kAllgather:
-      return kAlgoAllgatherRing;
+      // Power-of-two P: recursive doubling (log2 P steps); else the ring.
+      return (args.P & (args.P - 1)) == 0 ? kAlgoAllgatherDoubling : kAlgoAllgatherRing;
     case abi::kReduce:
       // Flat tree for small data, or few ranks and at most one spare buffer
       // of data: one step, the root drains all peers at once. Larger data
@@ -37,11 +38,15 @@ uint32_t select_algorithm(const SelectionInput& in, const CollArgs& args) {
     case abi::kAllreduce:
       // Tiny vectors (fewer elements than ranks) or small eager-sized data with
       // more than two ranks: reduce to rank 0 + flat broadcast (2 steps of
-      // latency instead of 2(P-1)). Otherwise the bandwidth-optimal ring.
+      // latency instead of 2(P-1)). Otherwise bandwidth-optimal: recursive
+      // halving + doubling where it fits (2 log2 P steps), else the ring.
       if (args.count < args.P || (args.P > 2 && bytes <= in.max_eager_bytes)) return kAlgoAllreduceReduceBcast;
+      if (allreduce_halving_doubling_fits(args.count, args.P)) return kAlgoAllreduceHalvingDoubling;
       return kAlgoAllreduceRing;
     case abi::kReduceScatter:
-      return kAlgoReduceScatterRing;
+      // Recursive halving (log2 P steps) when P is a power of two above 2
+      // and half the source fits a spare buffer; else the ring in blocks.
+      return reduce_scatter_halving_fits(args) ? kAlgoReduceScatterHalving : kAlgoReduceScatterRing;
     case abi::kAlltoall:
       // Pairwise exchange writes each peer's slot directly, which in place
       // would overwrite slots before they are sent: then exchange through the
@@ -56,7 +61,8 @@ uint32_t select_algorithm(const SelectionInput& in, const CollArgs& args) {
 }
 
 bool algorithm_uses_spares(uint32_t algorithm) {
-  return algorithm == kAlgoReduceChain || algorithm == kAlgoReduceScatterRing || algorithm == kAlgoAlltoallInPlace;
+  return algorithm == kAlgoReduceChain || algorithm == kAlgoReduceScatterRing ||
+         algorithm == kAlgoReduceScatterHalving || algorithm == kAlgoAlltoallInPlace;
 }
 
 const char* algorithm_name(uint32_t algorithm) {
@@ -66,11 +72,14 @@ const char* algorithm_name(uint32_t algorithm) {
     case kAlgoScatterFlat: return "scatter flat";
     case kAlgoGatherFlat: return "gather flat";
     case kAlgoAllgatherRing: return "allgather ring";
+    case kAlgoAllgatherDoubling: return "allgather recursive doubling";
     case kAlgoReduceFlat: return "reduce flat";
     case kAlgoReduceChain: return "reduce chain";
     case kAlgoAllreduceRing: return "allreduce ring";
     case kAlgoAllreduceReduceBcast: return "allreduce reduce+bcast";
+    case kAlgoAllreduceHalvingDoubling: return "allreduce halving-doubling";
     case kAlgoReduceScatterRing: return "reduce_scatter ring";
+    case kAlgoReduceScatterHalving: return "reduce_scatter recursive halving";
     case kAlgoAlltoallPairwise: return "alltoall pairwise";
     case kAlgoAlltoallInPlace: return "alltoall in place";
     case kAlgoBarrierDissemination: return "barrier dissemination";

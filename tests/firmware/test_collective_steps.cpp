@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The step-saving algorithms (allreduce recursive halving + doubling,
+// allgather recursive doubling, reduce_scatter recursive halving, 2-rank
+// reduce without staging): results for power-of-two rank counts, in and out
+// of place, eager and rendezvous sizes, and the number of message steps they
+// take. Every rendezvous receive opens one window per piece, so with
+// rendezvous-sized messages the windows a rank opens count its receive steps.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+#include "fake_cclo.hpp"
+
+namespace accl::fw::test {
+
+namespace {
+
+constexpr uint64_t kSrc = 0x10000;
+constexpr uint64_t kDst = 0x180000;
+
+int32_t value(uint32_t rank, uint32_t i) { return static_cast<int32_t>(rank * 1000 + i); }
+
+std::vector<int32_t> rank_data(uint32_t rank, uint32_t n) {
+  std::vector<int32_t> v(n);
+  for (uint32_t i = 0; i < n; ++i) v[i] = value(rank, i);
+  return v;
+}
+
+int32_t sum_over_ranks(uint32_t P, uint32_t i) {
+  int32_t s = 0;
+  for (uint32_t r = 0; r < P; ++r) s += value(r, i);
+  return s;
+}
+
+void run_all(FakeFabric& f, const std::function<CallBuilder(uint32_t)>& build) {
+  std::vector<uint64_t> ids;
+  for (uint32_t r = 0; r < f.size(); ++r) ids.push_back(f[r].submit(build(r)));
+  for (uint32_t r = 0; r < f.size(); ++r) EXPECT_EQ(f[r].wait(ids[r]), std::optional<uint32_t>(0)) << "rank " << r;
+}
+
+// Windows each rank opened during `fn`.
+std::vector<size_t> windows_during(FakeFabric& f, const std::function<void()>& fn) {
+  std::vector<size_t> before;
+  for (uint32_t r = 0; r < f.size(); ++r) before.push_back(f[r].windows_opened_total());
+  fn();
+  std::vector<size_t> d;
+  for (uint32_t r = 0; r < f.size(); ++r) d.push_back(f[r].windows_opened_total() - before[r]);
+  return d;
+}
+
+struct Case {
+  uint32_t P;
+  uint32_t count;
+};
+
+std::string case_name(const testing::TestParamInfo<Case>& info) {
+  return "P" + std::to_string(info.param.P) + "_n" + std::to_string(info.param.count);
+}
+
+class StepSavingCollectives : public testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    f_ = std::make_unique<FakeFabric>(GetParam().P);
+    f_->configure();
+  }
+  FakeFabric& f() { return *f_; }
+  uint32_t P() const { return GetParam().P; }
+  uint32_t n() const { return GetParam().count; }
+  void fill_sources(uint32_t elems) {
+    for (uint32_t r = 0; r < P(); ++r) f()[r].write(kSrc, rank_data(r, elems));
+  }
+  std::unique_ptr<FakeFabric> f_;
+};
+
+TEST_P(StepSavingCollectives, AllreduceOutOfAndInPlace) {
+  for (const uint64_t dst : {kDst, kSrc}) {
+    fill_sources(n());
+    run_all(f(), [&](uint32_t) {
+      return std::move(CallBuilder(abi::kAllreduce).count(n()).function(abi::kSum).addr(0, kSrc).addr(2, dst));
+    });
+    for (uint32_t r = 0; r < P(); ++r) {
+      const auto got = f()[r].read<int32_t>(dst, n());
+      for (uint32_t i = 0; i < n(); ++i) {
+        ASSERT_EQ(got[i], sum_over_ranks(P(), i)) << "rank " << r << " i " << i << (dst == kSrc ? " in place" : "");
+      }
+    }
+  }
+}
+
+TEST_P(StepSavingCollectives, AllgatherOutOfAndInPlace) {
+  std::vector<int32_t> expected;
+  for (uint32_t r = 0; r < P(); ++r) {
+    const auto d = rank_data(r, n());
+    expected.insert(expected.end(), d.begin(), d.end());
+  }
+  fill_sources(n());
+  run_all(f(), [&](uint32_t) { return std::move(CallBuilder(abi::kAllgather).count(n()).addr(0, kSrc).addr(2, kDst)); });
+  for (uint32_t r = 0; r < P(); ++r) ASSERT_EQ(f()[r].read<int32_t>(kDst, n() * P()), expected) << r;
+  // In place: each rank's contribution already sits in its slot of the result.
+  for (uint32_t r = 0; r < P(); ++r) {
+    f()[r].write(kDst, std::vector<int32_t>(n() * P(), -1));
+    f()[r].write(kDst + uint64_t{r} * n() * 4, rank_data(r, n()));
+  }
+  run_all(f(), [&](uint32_t r) {
+    return std::move(CallBuilder(abi::kAllgather).count(n()).addr(0, kDst + uint64_t{r} * n() * 4).addr(2, kDst));
+  });
+  for (uint32_t r = 0; r < P(); ++r) ASSERT_EQ(f()[r].read<int32_t>(kDst, n() * P()), expected) << "in place " << r;
+}
+
+TEST_P(StepSavingCollectives, ReduceScatterOutOfAndInPlace) {
+  for (const uint64_t dst : {kDst, kSrc}) {
+    fill_sources(n() * P());
+    run_all(f(), [&](uint32_t) {
+      return std::move(CallBuilder(abi::kReduceScatter).count(n()).function(abi::kSum).addr(0, kSrc).addr(2, dst));
+    });
+    for (uint32_t r = 0; r < P(); ++r) {
+      const auto got = f()[r].read<int32_t>(dst, n());
+      for (uint32_t i = 0; i < n(); ++i) {
+        ASSERT_EQ(got[i], sum_over_ranks(P(), r * n() + i)) << "rank " << r << " i " << i << (dst == kSrc ? " in place" : "");
+      }
+    }
+  }
+}
+
+TEST_P(StepSavingCollectives, ReduceToEveryRoot) {
+  for (uint32_t root = 0; root < P(); ++root) {
+    for (const uint64_t dst : {kDst, kSrc}) {
+      fill_sources(n());
+      run_all(f(), [&](uint32_t) {
+        return std::move(
+            CallBuilder(abi::kReduce).count(n()).rank(root).function(abi::kSum).addr(0, kSrc).addr(2, dst));
+      });
+      const auto got = f()[root].read<int32_t>(dst, n());
+      for (uint32_t i = 0; i < n(); ++i) ASSERT_EQ(got[i], sum_over_ranks(P(), i)) << "root " << root << " i " << i;
+    }
+  }
+}
+
+// 3: eager and fewer elements than ranks; 1000 / 4096: rendezvous (max eager
+// 1 KiB), divisible by P; 1001: not divisible (ring fallback for allreduce);
+// 20000 on 4 ranks: half the reduce_scatter source exceeds a 32 KiB spare.
+INSTANTIATE_TEST_SUITE_P(Sizes, StepSavingCollectives,
+                         testing::Values(Case{2, 3}, Case{2, 20000}, Case{4, 3}, Case{4, 1000}, Case{4, 1001},
+                                         Case{4, 20000}, Case{8, 4096}, Case{16, 256}),
+                         case_name);
+
+// Rendezvous-sized blocks (4 KiB per rank and block, max eager 1 KiB): every
+// receive step opens exactly one window.
+TEST(CollectiveSteps, AllreduceOnFourRanksTakesTwoLog2PSteps) {
+  FakeFabric f(4);
+  f.configure();
+  constexpr uint32_t n = 4096;  // 16 KiB: blocks of 4 KiB
+  for (uint32_t r = 0; r < 4; ++r) f[r].write(kSrc, rank_data(r, n));
+  const auto windows = windows_during(f, [&] {
+    run_all(f, [&](uint32_t) {
+      return std::move(CallBuilder(abi::kAllreduce).count(n).function(abi::kSum).addr(0, kSrc).addr(2, kDst));
+    });
+  });
+  for (uint32_t r = 0; r < 4; ++r) EXPECT_EQ(windows[r], 4u) << "rank " << r << " (the ring takes 6)";
+  EXPECT_EQ(f[3].read<int32_t>(kDst, n)[n - 1], sum_over_ranks(4, n - 1));
+}
+
+TEST(CollectiveSteps, AllgatherOnEightRanksTakesLog2PSteps) {
+  FakeFabric f(8);
+  f.configure();
+  constexpr uint32_t n = 1024;  // 4 KiB per rank
+  for (uint32_t r = 0; r < 8; ++r) f[r].write(kSrc, rank_data(r, n));
+  const auto windows = windows_during(f, [&] {
+    run_all(f, [&](uint32_t) { return std::move(CallBuilder(abi::kAllgather).count(n).addr(0, kSrc).addr(2, kDst)); });
+  });
+  for (uint32_t r = 0; r < 8; ++r) EXPECT_EQ(windows[r], 3u) << "rank " << r << " (the ring takes 7)";
+  EXPECT_EQ(f[5].read<int32_t>(kDst + 7 * n * 4, n), rank_data(7, n));
+}
+
+TEST(CollectiveSteps, ReduceScatterOnFourRanksTakesLog2PSteps) {
+  FakeFabric f(4);
+  f.configure();
+  constexpr uint32_t n = 1024;  // 4 KiB per block; half the source (8 KiB) fits a 32 KiB spare
+  for (uint32_t r = 0; r < 4; ++r) f[r].write(kSrc, rank_data(r, n * 4));
+  const auto windows = windows_during(f, [&] {
+    run_all(f, [&](uint32_t) {
+      return std::move(CallBuilder(abi::kReduceScatter).count(n).function(abi::kSum).addr(0, kSrc).addr(2, kDst));
+    });
+  });
+  for (uint32_t r = 0; r < 4; ++r) EXPECT_EQ(windows[r], 2u) << "rank " << r << " (the ring takes 3)";
+  EXPECT_EQ(f[2].read<int32_t>(kDst, n)[5], sum_over_ranks(4, 2 * n + 5));
+}
+
+// The root of a 2-rank reduce reduces the peer's contribution with its source
+// straight into the result: nothing passes through spare 3, which staged it
+// before (the result was also the operand).
+TEST(CollectiveSteps, TwoRankReduceIsNotStagedThroughSpare3) {
+  FakeFabric f(2);
+  f.configure();
+  constexpr uint32_t n = 6000;  // 24 KiB: rendezvous, flat (fits a 32 KiB spare)
+  constexpr uint64_t kSpare3 = kSpareBase + 2 * kSpareStride;
+  const std::vector<int32_t> untouched(n, -7);
+  for (uint32_t r = 0; r < 2; ++r) {
+    f[r].write(kSrc, rank_data(r, n));
+    f[r].write(kSpare3, untouched);
+  }
+  run_all(f, [&](uint32_t) {
+    return std::move(CallBuilder(abi::kReduce).count(n).rank(0).function(abi::kSum).addr(0, kSrc).addr(2, kDst));
+  });
+  const auto got = f[0].read<int32_t>(kDst, n);
+  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], sum_over_ranks(2, i)) << i;
+  EXPECT_EQ(f[0].read<int32_t>(kSpare3, n), untouched);
+}
+
+// Rendezvous-sized flat reduce on 4 ranks: the first peer's 48 KiB land
+// straight in the root's result (one window); the other two are staged
+// through the 32 KiB spare 3 (two pieces each). Staging all three took 6.
+TEST(CollectiveSteps, FlatReduceLandsTheFirstContributionWithoutStaging) {
+  FakeFabric f(4);
+  f.configure();
+  constexpr uint32_t n = 12000;
+  for (uint32_t r = 0; r < 4; ++r) {
+    f[r].write(kSrc, rank_data(r, n));
+    f[r].set_xmem(abi::kReduceFlatTreeMaxCount, 1u << 20);  // flat although larger than a spare
+  }
+  for (const uint32_t root : {0u, 3u}) {
+    const auto windows = windows_during(f, [&] {
+      run_all(f, [&](uint32_t) {
+        return std::move(CallBuilder(abi::kReduce).count(n).rank(root).function(abi::kSum).addr(0, kSrc).addr(2, kDst));
+      });
+    });
+    EXPECT_EQ(windows[root], 5u) << "root " << root;
+    const auto got = f[root].read<int32_t>(kDst, n);
+    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], sum_over_ranks(4, i)) << "root " << root << " i " << i;
+  }
+}
+
+}  // namespace
+
+}  // namespace accl::fw::test
