@@ -22,8 +22,10 @@
 // to 64 bytes. The sender publishes the header together with the first
 // payload piece and then piece by piece (at most max_piece_bytes), so
 // payloads larger than the ring stream through it while the reader copies
-// out of it into the sink's memory. Waiting spins for ACCL_EMU_SPIN_US, then
-// sleeps on a shared futex word with a bounded timeout.
+// out of it into the sink's memory. Waiting spins for an adaptive budget (at
+// most ACCL_EMU_SPIN_US), then sleeps on a shared futex word with a bounded
+// timeout. Host threads that wait for a call may consume complete messages
+// themselves (Transport::poll; see InboundRing and PollActivity below).
 #include "transport_common.hpp"
 #include "wakeup.hpp"
 
