@@ -165,7 +165,7 @@ void EmuDevice::firmware_main() {
         if (!pass.progressed) dataplane_.idle(next_deadline_ns);
       } else {
         // The driver also serves the timers while it runs passes; a timer
-        // due once it stopped is late by at most kDriverTimerSlack.
+        // due once it stopped is late by at most kDriverTimerSlackNs.
         dataplane_.idle(std::max(next_deadline_ns, dataplane_.now_ns() + kDriverTimerSlackNs));
       }
     }

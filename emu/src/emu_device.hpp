@@ -11,7 +11,9 @@
 // firmware thread and being woken by it, two thread switches per call on
 // oversubscribed cores). The firmware thread remains for progress nobody
 // waits for (async calls, arrivals between calls). Transport threads deliver
-// incoming messages into the ReceiveSink. They meet in the call controller
+// incoming messages into the ReceiveSink; drivers also take complete
+// messages off the shared-memory rings themselves (Transport::poll), so an
+// arrival is matched and completed on the thread that waits for it. They meet in the call controller
 // (mutex + condvar), the sink (mutex), the kernel stream (mutex + condvar)
 // and the exchange memory (atomics); the firmware thread sleeps on the Wakeup
 // doorbell when it has nothing to do.
