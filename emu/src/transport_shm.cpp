@@ -419,11 +419,20 @@ class ShmLink final : public Link {
 // lease instead and take over if the polls stop: a message that arrives
 // right after the last poll waits at most one lease (ShmTuning::poll_lease).
 // A host thread that stops polling to block (EmuDevice::wait) ends the lease
-// at once (end_polling).
+// at once (end_polling). Only hot polling (polls less than kHotPollGap
+// apart) renews the lease: a poller that only looks now and then (the PMPI
+// wait loop of a rank that waits long sleeps between polls) saves no
+// hand-off worth a parked reader's periodic wake-ups; its readers go back to
+// sleeping until a sender wakes them.
 class PollActivity {
  public:
   explicit PollActivity(std::chrono::microseconds lease) : lease_ns_(std::chrono::nanoseconds(lease).count()) {}
-  void touch() { last_ns_.store(now_ns(), std::memory_order_relaxed); }
+  void touch() {
+    const int64_t now = now_ns();
+    const int64_t previous = last_poll_ns_.load(std::memory_order_relaxed);
+    last_poll_ns_.store(now, std::memory_order_relaxed);  // racing pollers: either time will do
+    if (now - previous <= kHotPollGapNs) last_ns_.store(now, std::memory_order_relaxed);
+  }
   // seq_cst: pairs with a parking reader (parked_ store, then remaining()).
   void end() { last_ns_.store(kNever, std::memory_order_seq_cst); }
   // Rest of the lease (zero: nobody polls).
@@ -436,11 +445,13 @@ class PollActivity {
 
  private:
   static constexpr int64_t kNever = INT64_MIN;
+  static constexpr int64_t kHotPollGapNs = 50'000;
   static int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
   }
   const int64_t lease_ns_;
-  std::atomic<int64_t> last_ns_{kNever};  // relaxed: a hint; parked readers also wake on every event
+  std::atomic<int64_t> last_ns_{kNever};  // lease start; relaxed: a hint, parked readers also wake on every event
+  std::atomic<int64_t> last_poll_ns_{kNever / 2};  // any poll (kNever / 2: no overflow in now - previous)
 };
 
 // One inbound ring, consumed by its reader thread or by a host thread's

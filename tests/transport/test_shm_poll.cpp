@@ -106,7 +106,7 @@ TEST(ShmPoll, ReaderTakesOverWhenThePollsStop) {
   tuning.poll_lease = std::chrono::microseconds(2000);
   PolledPair p(tuning);
   ASSERT_NE(p.link, nullptr);
-  p.receiver->poll();  // a lease that nobody renews (and no end_polling)
+  for (int i = 0; i < 3; ++i) p.receiver->poll();  // hot polls start a lease that nobody renews (and no end_polling)
   ASSERT_EQ(p.send(1, 64), 0u);
   ASSERT_TRUE(p.sink.wait_messages(1, 5000ms)) << "a parked reader did not resume after the lease";
   EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
@@ -135,13 +135,14 @@ TEST(ShmPoll, MessagesStreamingThroughTheRingGoToTheReader) {
 }
 
 TEST(ShmPoll, PollerAndReaderNeverDuplicateLoseOrReorder) {
-  // A short lease and a poller that keeps stopping: reader and poller hand
-  // the ring back and forth all the time. A tiny ring makes the larger
-  // messages wrap and stream.
+  // A poller that keeps stopping (end_polling, then a pause in which the
+  // reader takes over) and resuming (the reader parks again): reader and
+  // poller hand the ring back and forth all the time. A tiny ring makes the
+  // larger messages wrap and stream.
   ShmTuning tuning;
   tuning.ring_bytes = 64 << 10;
   tuning.max_piece_bytes = 16 << 10;
-  tuning.poll_lease = std::chrono::microseconds(20);
+  tuning.poll_lease = std::chrono::microseconds(300);
   PolledPair p(tuning);
   ASSERT_NE(p.link, nullptr);
   constexpr uint32_t kMessages = 3000;
@@ -150,9 +151,9 @@ TEST(ShmPoll, PollerAndReaderNeverDuplicateLoseOrReorder) {
     unsigned round = 0;
     while (polling.load()) {
       p.receiver->poll();
-      if (++round % 97 == 0) {
+      if (++round % 997 == 0) {
         p.receiver->end_polling();
-        std::this_thread::sleep_for(std::chrono::microseconds(round % 300));
+        std::this_thread::sleep_for(std::chrono::microseconds(100 + round % 400));
       }
     }
   });
