@@ -22,12 +22,10 @@
 // to 64 bytes. The sender publishes the header together with the first
 // payload piece and then piece by piece (at most max_piece_bytes), so
 // payloads larger than the ring stream through it while the reader copies
-// out of it into the sink's memory. Waiting spins for an adaptive budget (at
-// most ACCL_EMU_SPIN_US), then sleeps on a shared futex word with a bounded
-// timeout. Host threads that wait for a call may consume complete messages
+// out of it into the sink's memory. Waiting spins for ACCL_EMU_SPIN_US, then
+// sleeps on a shared futex word with a bounded timeout. Host threads that wait for a call may consume complete messages
 // themselves (Transport::poll; see InboundRing and PollActivity below).
 #include "transport_common.hpp"
-#include "wakeup.hpp"
 
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -127,11 +125,32 @@ void sleep_until(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleeping, R
   sleeping.store(0, std::memory_order_relaxed);
 }
 
-// Waits spin first (ACCL_EMU_SPIN_US at most): a message or the space for
-// one that follows within microseconds is taken without a futex round trip.
-// The budget adapts (SpinBudget, wakeup.hpp): with more busy threads than
-// cores a spin steals the core from the thread we wait for, so it shrinks to
-// nothing and the waiter blocks at once.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Polls `ready` for up to `budget` (ACCL_EMU_SPIN_US) before the caller goes
+// to sleep: a message that follows within microseconds is taken without a
+// futex round trip. Yields now and then so that, with more threads than
+// cores, the thread we wait for can run on this core. (Not the adaptive
+// SpinBudget of wakeup.hpp: streaming a payload through the ring, reader and
+// sender wait for each other piece by piece, and a budget that shrinks after
+// late pieces sent them to the futex: 4 MiB osu_bw lost a third.)
+template <class Ready>
+bool spin_until(Ready ready, std::chrono::microseconds budget) {
+  if (budget.count() <= 0) return false;
+  const auto end = Clock::now() + budget;
+  for (;;) {
+    for (int i = 0; i < 32; ++i) {
+      if (ready()) return true;
+      cpu_relax();
+    }
+    if (Clock::now() >= end) return ready();
+    std::this_thread::yield();
+  }
+}
 
 std::chrono::microseconds until(Clock::time_point deadline, std::chrono::microseconds cap) {
   auto rest = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now());
@@ -363,7 +382,7 @@ class ShmLink final : public Link {
 
   Wait wait_space(uint64_t pos, size_t need, Clock::time_point deadline) {
     auto ready = [&] { return ring_bytes_ - (pos - ctl_.tail.load(std::memory_order_acquire)) >= need; };
-    if (spin_until(spin_, deadline, ready)) return Wait::ready;
+    if (spin_until(ready, spin_)) return Wait::ready;
     for (;;) {
       if (ready()) return Wait::ready;
       if (closing_.load(std::memory_order_acquire) || broken_.load(std::memory_order_acquire)) return Wait::closed;
@@ -403,7 +422,7 @@ class ShmLink final : public Link {
   const size_t max_piece_;
   UniqueFd control_fd_;
   const NetAddress peer_;
-  SpinBudget spin_;
+  const std::chrono::microseconds spin_;
   uint64_t head_ = 0;  // guarded by send_mutex_
   Clock::time_point last_liveness_check_{};  // guarded by send_mutex_
   std::atomic<bool> broken_{false};
@@ -491,7 +510,9 @@ class InboundRing {
     wake(ctl_.data_futex);
   }
   // The polls stopped: a parked reader resumes at once.
+  // Also: a poll found a message it must leave to the reader.
   void unpark() {
+    takeover_.store(true, std::memory_order_seq_cst);
     if (parked_.load(std::memory_order_seq_cst)) wake(ctl_.data_futex);
   }
   bool finished() const { return finished_.load(std::memory_order_acquire); }
@@ -613,13 +634,27 @@ class InboundRing {
     auto ready = [&] {
       return ctl_.head.load(std::memory_order_acquire) - ctl_.tail.load(std::memory_order_acquire) >= need;
     };
-    if (!(may_park && polls_.remaining().count() > 0) && spin_until(spin_, Clock::time_point::max(), ready))
-      return Wait::ready;
+    if (!(may_park && polls_.remaining().count() > 0) && spin_until(ready, spin_)) return Wait::ready;
     auto event = [&] {
       return stop_.load(std::memory_order_acquire) || peer_gone_.load(std::memory_order_acquire) ||
              ctl_.producer_state.load(std::memory_order_acquire) != kProducerOpen;
     };
     for (;;) {
+      if (may_park && !event() && !takeover_.exchange(false, std::memory_order_seq_cst)) {
+        if (const auto lease = polls_.remaining(); lease.count() > 0) {
+          // Parked: the pollers consume, even what is in the ring right now.
+          // Senders do not wake us (consumer_sleeping is 0); every other
+          // event (stop, hang-up, close, abort, unpark) bumps the word. We
+          // take over when the lease runs out or a poll asks us to.
+          parked_.store(true, std::memory_order_seq_cst);
+          const uint32_t seen = ctl_.data_futex.load(std::memory_order_acquire);
+          if (!event() && !takeover_.load(std::memory_order_seq_cst) && polls_.remaining().count() > 0)
+            futex_wait(ctl_.data_futex, seen,
+                       std::min(lease, std::chrono::duration_cast<std::chrono::microseconds>(kSleepSlice)));
+          parked_.store(false, std::memory_order_relaxed);
+          continue;
+        }
+      }
       if (ready()) return Wait::ready;
       if (stop_.load(std::memory_order_acquire)) return Wait::stopped;
       // Published data stays valid after the producer closed or died:
@@ -628,19 +663,6 @@ class InboundRing {
       if (state == kProducerAborted) return Wait::aborted;
       if (state == kProducerClosed || peer_gone_.load(std::memory_order_acquire)) {
         return ready() ? Wait::ready : Wait::closed;
-      }
-      if (may_park) {
-        if (const auto lease = polls_.remaining(); lease.count() > 0) {
-          // Parked: senders do not wake us (consumer_sleeping is 0); every
-          // other event (stop, hang-up, close, abort, unpark) bumps the word.
-          parked_.store(true, std::memory_order_seq_cst);
-          const uint32_t seen = ctl_.data_futex.load(std::memory_order_acquire);
-          if (!ready() && !event() && polls_.remaining().count() > 0)
-            futex_wait(ctl_.data_futex, seen,
-                       std::min(lease, std::chrono::duration_cast<std::chrono::microseconds>(kSleepSlice)));
-          parked_.store(false, std::memory_order_relaxed);
-          continue;
-        }
       }
       sleep_until(ctl_.data_futex, ctl_.consumer_sleeping, [&] { return ready() || event(); },
                   std::chrono::duration_cast<std::chrono::microseconds>(kSleepSlice));
@@ -654,13 +676,14 @@ class InboundRing {
   const size_t max_piece_;
   const NetAddress from_;
   Sink& sink_;
-  SpinBudget spin_;
+  const std::chrono::microseconds spin_;
   const PollActivity& polls_;
   std::mutex consumer_mutex_;  // held by whoever consumes: the reader thread or a poll()
   bool ended_ = false;         // guarded by consumer_mutex_: the reader reported the link's end
   std::atomic<bool> stop_{false};
   std::atomic<bool> peer_gone_{false};
   std::atomic<bool> parked_{false};
+  std::atomic<bool> takeover_{false};  // a poll left a message to us (unpark)
   std::atomic<bool> finished_{false};
   std::thread thread_;
 };

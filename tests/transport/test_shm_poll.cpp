@@ -54,6 +54,11 @@ struct PolledPair {
   std::vector<Delivery> deliveries;
 };
 
+// Polls a few times in a row: hot polling starts the readers' lease.
+void start_polling(PolledPair& p) {
+  for (int i = 0; i < 3; ++i) p.receiver->poll();
+}
+
 // Polls until the sink holds `n` messages or `timeout` passes.
 bool poll_until(PolledPair& p, size_t n, std::chrono::milliseconds timeout) {
   const auto end = Clock::now() + timeout;
@@ -71,6 +76,7 @@ TEST(ShmPoll, PollingThreadConsumesWhileTheReaderIsParked) {
   ASSERT_NE(p.link, nullptr);
   // Nothing arrived: nothing to deliver.
   EXPECT_FALSE(p.receiver->poll());
+  start_polling(p);
   // The first message may still go to the reader (it may be asleep with a
   // wake-up requested from before the polls began); afterwards it parks.
   ASSERT_EQ(p.send(0, 8), 0u);
@@ -106,7 +112,7 @@ TEST(ShmPoll, ReaderTakesOverWhenThePollsStop) {
   tuning.poll_lease = std::chrono::microseconds(2000);
   PolledPair p(tuning);
   ASSERT_NE(p.link, nullptr);
-  for (int i = 0; i < 3; ++i) p.receiver->poll();  // hot polls start a lease that nobody renews (and no end_polling)
+  start_polling(p);  // a lease that nobody renews (and no end_polling)
   ASSERT_EQ(p.send(1, 64), 0u);
   ASSERT_TRUE(p.sink.wait_messages(1, 5000ms)) << "a parked reader did not resume after the lease";
   EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
@@ -121,6 +127,7 @@ TEST(ShmPoll, MessagesStreamingThroughTheRingGoToTheReader) {
   tuning.poll_lease = std::chrono::microseconds(std::chrono::seconds(60));
   PolledPair p(tuning);
   ASSERT_NE(p.link, nullptr);
+  start_polling(p);
   ASSERT_EQ(p.send(0, 8), 0u);
   ASSERT_TRUE(poll_until(p, 1, 5000ms));
   std::this_thread::sleep_for(100ms);  // the reader parks
@@ -147,11 +154,13 @@ TEST(ShmPoll, PollerAndReaderNeverDuplicateLoseOrReorder) {
   ASSERT_NE(p.link, nullptr);
   constexpr uint32_t kMessages = 3000;
   std::atomic<bool> polling{true};
+  std::atomic<unsigned> rounds{0};
   std::thread poller([&] {
     unsigned round = 0;
     while (polling.load()) {
       p.receiver->poll();
-      if (++round % 997 == 0) {
+      rounds.store(++round);
+      if (round % 997 == 0) {
         p.receiver->end_polling();
         std::this_thread::sleep_for(std::chrono::microseconds(100 + round % 400));
       }
@@ -166,9 +175,14 @@ TEST(ShmPoll, PollerAndReaderNeverDuplicateLoseOrReorder) {
       poller.join();
     }
   } stop_poller{polling, poller};
+  // Both consumers must get their chances on a loaded machine too: start
+  // once the poller runs, and pause now and then.
+  const auto started = Clock::now();
+  while (rounds.load() < 10 && Clock::now() - started < 5s) std::this_thread::sleep_for(1ms);
   for (uint32_t i = 0; i < kMessages; ++i) {
     const uint32_t bytes = i % 50 == 0 ? 100000 : (i * 131) % 5000;
     ASSERT_EQ(p.send(i, bytes), 0u) << "message " << i;
+    if (i % 10 == 9) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   ASSERT_TRUE(p.sink.wait_messages(kMessages, 20000ms));
   std::this_thread::sleep_for(50ms);  // a duplicate would show up now
@@ -193,6 +207,7 @@ TEST(ShmPoll, LinkEndIsReportedOnceAfterPolledMessages) {
   tuning.poll_lease = std::chrono::microseconds(std::chrono::seconds(60));
   PolledPair p(tuning);
   ASSERT_NE(p.link, nullptr);
+  start_polling(p);
   ASSERT_EQ(p.send(0, 8), 0u);
   ASSERT_TRUE(poll_until(p, 1, 5000ms));
   for (uint32_t i = 1; i <= 5; ++i) ASSERT_EQ(p.send(i, 200), 0u);
