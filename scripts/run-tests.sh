@@ -35,13 +35,13 @@ if [[ ${ACCL_TEST_QUICK:-0} == 1 ]]; then exit 0; fi
 sanitizer_targets=(
   core/tests/core-unit-encoding core/tests/core-unit-configuration core/tests/core-unit-calls
   core/tests/core-unit-buffers tests/firmware/firmware-unit tests/emu/test_emu tests/emu/test_emu_e2e
-  tests/transport/test_transport_tcp tests/transport/test_transport_shm tests/transport/test_transport_udp
-  tests/core/core-async tests/core/core-primitives tests/core/core-errors
+  tests/transport/test_transport_tcp tests/transport/test_transport_shm tests/transport/test_transport_shm-poll
+  tests/transport/test_transport_udp tests/core/core-async tests/core/core-primitives tests/core/core-errors
 )
 sanitizer_tests=(
   core-unit-encoding core-unit-configuration core-unit-calls core-unit-buffers firmware-unit
-  emu-memory emu-call-controller emu-arith emu-sink emu-inproc emu-mover emu-end-to-end
-  transport-tcp transport-shm transport-udp core-async
+  emu-memory emu-call-controller emu-arith emu-sink emu-inproc emu-mover emu-wakeup emu-end-to-end
+  transport-tcp transport-shm transport-shm-poll transport-udp core-async
 )
 asan_only_tests=(core-primitives core-errors)
 mpi_sanitizer_targets=(pmpi/libaccl_pmpi.so tests/pmpi/pmpi_test_colls_plain tests/pmpi/pmpi_test_p2p_plain
@@ -63,5 +63,5 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 configure build-tsan --buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false -Dwerror=true \
   -Dmpi=disabled -Dpython=disabled
 # All but core-primitives and core-errors (long under TSan, and covered by the other two stages).
-ninja -C build-tsan "${sanitizer_targets[@]:0:11}"
+ninja -C build-tsan "${sanitizer_targets[@]:0:12}"
 meson test -C build-tsan --no-rebuild --print-errorlogs --num-processes "$jobs" "${sanitizer_tests[@]}"

@@ -145,14 +145,29 @@ void EmuDevice::firmware_main() {
 #if ACCL_EMU_HAVE_FIRMWARE
   try {
     int rank = -1;
+    uint64_t next_deadline_ns = 0;
     while (!doorbell_.stopped()) {
       fw::ControlProgram::PollResult pass{};
+      bool ran = false;
       {
-        std::lock_guard<std::mutex> lock(firmware_mutex_);
-        pass = program_->poll();
+        // A host thread running passes (always inside enter/leave_driving)
+        // hands over when it stops; blocking on the mutex here instead would
+        // cost it a futex wake per pass.
+        std::unique_lock<std::mutex> lock(firmware_mutex_, std::try_to_lock);
+        if (lock.owns_lock()) {
+          pass = program_->poll();
+          ran = true;
+        }
       }
-      if (int r = dataplane_.log_rank(); r != rank) log::set_thread_rank(rank = r);
-      if (!pass.progressed) dataplane_.idle(pass.next_deadline_ns);
+      if (ran) {
+        if (int r = dataplane_.log_rank(); r != rank) log::set_thread_rank(rank = r);
+        next_deadline_ns = pass.next_deadline_ns;
+        if (!pass.progressed) dataplane_.idle(next_deadline_ns);
+      } else {
+        // The driver also serves the timers while it runs passes; a timer
+        // due once it stopped is late by at most kDriverTimerSlackNs.
+        dataplane_.idle(std::max(next_deadline_ns, dataplane_.now_ns() + kDriverTimerSlackNs));
+      }
     }
   } catch (const std::exception& e) {
     ACCL_LOG_ERROR("emulated CCLO: firmware thread failed: {}", e.what());
@@ -186,24 +201,49 @@ CallId EmuDevice::start(const CallWords& call, std::span<const CallId> waitfor) 
   // the second tells whether the first left anything to do. Only then does
   // the firmware thread need a wake-up (or when another thread holds the
   // firmware and might not see the new call before it stops).
+  // Driving meanwhile: rings from these passes need no firmware wake-up
+  // when the second pass finds everything done.
+  doorbell_.enter_driving();
   bool progressed = false;
-  uint64_t seen = 0;
-  if (!run_passes(2, progressed, seen) || progressed) doorbell_.ring();
+  uint64_t seen = doorbell_.epoch();
+  const bool ran = run_passes(2, progressed, seen);
+  doorbell_.leave_driving(seen, !ran || progressed, ran && !progressed);
   return id;
 }
 
 bool EmuDevice::test(CallId id) {
   if (calls_.test(id)) return true;
   if (program_ == nullptr) return false;
-  // Pollers (e.g. the PMPI layer's wait loop) make progress with each test,
-  // but only while the firmware thread sleeps: an awake one is about to run
-  // the pass anyway, and competing with it for the firmware costs both a
-  // contended mutex (a futex wake per pass) during long transfers.
-  if (!doorbell_.sleeping()) return calls_.test(id);
+  // Pollers (e.g. the PMPI layer's wait loop) make progress with each test:
+  // they take complete inbound messages off the transports themselves (no
+  // reader thread wakes for them) and run the firmware passes (unless the
+  // firmware thread is inside one), keeping the firmware thread asleep. Not
+  // only when it sleeps: one that was woken may wait for a core that the
+  // spinning pollers hold, and the call would wait with it.
+  doorbell_.enter_driving();
+  uint64_t seen = doorbell_.epoch();
+  const bool delivered = poll_transports();
+  bool pending = delivered;  // handed to the firmware thread unless our passes took care of it
+  bool idle_pass = false;
   bool progressed = false;
-  uint64_t seen = 0;
-  if (run_passes(4, progressed, seen) && progressed) doorbell_.ring();  // not idle yet: hand over
+  if (run_passes(4, progressed, seen)) {
+    pending = progressed;
+    idle_pass = !progressed;
+  }
+  doorbell_.leave_driving(seen, pending, idle_pass);
   return calls_.test(id);
+}
+
+bool EmuDevice::poll_transports() {
+  bool delivered = false;
+  for (auto* t : {&transports_.shm, &transports_.tcp, &transports_.udp, &transports_.inproc})
+    if (*t && (*t)->poll()) delivered = true;
+  return delivered;
+}
+
+void EmuDevice::end_polling() {
+  for (auto* t : {&transports_.shm, &transports_.tcp, &transports_.udp, &transports_.inproc})
+    if (*t) (*t)->end_polling();
 }
 
 bool EmuDevice::wait(CallId id, std::chrono::nanoseconds timeout) {
@@ -229,22 +269,32 @@ bool EmuDevice::drive_until(const CallController::Watch& call, Wakeup::Clock::ti
   const auto end = std::min(deadline, begin + budget);
   doorbell_.enter_driving();
   uint64_t seen = doorbell_.epoch();
-  bool pending = false;  // the last pass progressed: another one is due
+  bool pending = false;    // the last pass progressed: another one is due
+  bool idle_pass = false;  // the last pass that ran (begun at `seen`) found nothing
   bool done = false;
   auto now = begin;
   unsigned iterations = 0;
   for (;;) {
+    // Inbound messages are taken here rather than by the transports' reader
+    // threads (no wake-up on either side), then matched by our pass.
+    const bool delivered = poll_transports();
     bool progressed = false;
     const bool ran = run_passes(1, progressed, seen);
-    if (ran) pending = progressed;
+    if (ran) {
+      pending = progressed;
+      idle_pass = !progressed;
+    } else if (delivered) {
+      pending = true;
+    }
     if (call.done()) {
       done = true;
       break;
     }
     if (ran && !progressed) {
-      // Idle: nothing changes until something rings or another thread
-      // completes the call.
+      // Idle: nothing changes until something arrives, something rings or
+      // another thread completes the call.
       while (doorbell_.epoch() == seen && !call.done() && now < end) {
+        if (poll_transports()) break;
         cpu_relax();
         if ((++iterations & 15) == 0) now = Wakeup::Clock::now();
       }
@@ -261,9 +311,14 @@ bool EmuDevice::drive_until(const CallController::Watch& call, Wakeup::Clock::ti
   // nothing); otherwise the firmware thread takes over.
   if (done && pending) {
     bool progressed = false;
-    if (run_passes(1, progressed, seen)) pending = progressed;
+    if (run_passes(1, progressed, seen)) {
+      pending = progressed;
+      idle_pass = !progressed;
+    }
   }
-  doorbell_.leave_driving(seen, pending);
+  doorbell_.leave_driving(seen, pending, idle_pass);
+  // Not done: the caller blocks and the transport threads deliver from now on.
+  if (!done) end_polling();
   if (budget.count() > 0) {
     if (done && (Wakeup::Clock::now() - begin) * 2 <= budget) drive_spin_.spin_succeeded();
     else if (done || end < deadline) drive_spin_.spin_failed();

@@ -11,7 +11,9 @@
 // firmware thread and being woken by it, two thread switches per call on
 // oversubscribed cores). The firmware thread remains for progress nobody
 // waits for (async calls, arrivals between calls). Transport threads deliver
-// incoming messages into the ReceiveSink. They meet in the call controller
+// incoming messages into the ReceiveSink; drivers also take complete
+// messages off the shared-memory rings themselves (Transport::poll), so an
+// arrival is matched and completed on the thread that waits for it. They meet in the call controller
 // (mutex + condvar), the sink (mutex), the kernel stream (mutex + condvar)
 // and the exchange memory (atomics); the firmware thread sleeps on the Wakeup
 // doorbell when it has nothing to do.
@@ -102,9 +104,16 @@ class EmuDevice final : public Device {
   // the firmware. `progressed`: the last pass progressed; `seen`: the
   // doorbell epoch read before it.
   bool run_passes(unsigned max_passes, bool& progressed, uint64_t& seen);
+  // How late a firmware timer may fire when it came due just after a host
+  // thread stopped running the passes (the firmware thread then slept on).
+  static constexpr uint64_t kDriverTimerSlackNs = 1'000'000;
   // Drives the firmware until `call` is done, the adaptive spin budget runs
   // out or `deadline` passes; hands over to the firmware thread when it stops.
   bool drive_until(const CallController::Watch& call, Wakeup::Clock::time_point deadline);
+  // Delivers complete inbound messages on this thread (Transport::poll).
+  bool poll_transports();
+  // This thread stops polling (it is about to block): Transport::end_polling.
+  void end_polling();
 
   // Declaration order = construction order; destruction runs backwards and
   // ~EmuDevice() stops the threads that use these parts first.

@@ -186,8 +186,19 @@ class Transport {
   // A link to `peer`, or nullptr if this transport cannot reach it
   // (e.g. the peer is not in this process / not on this host).
   virtual std::shared_ptr<Link> connect(const NetAddress& peer, Clock::time_point deadline) = 0;
-  // Stops delivery and closes links; returns when no transport thread calls the sink any more.
+  // Stops delivery and closes links; returns when no transport thread (and
+  // no poll()) calls the sink any more.
   virtual void stop() = 0;
+  // Delivers, on the calling thread, messages that arrived completely and
+  // that nobody else is delivering right now; never blocks. True when it
+  // delivered something. Host threads that wait for a call poll so that a
+  // message is taken, matched and completed without waking a transport
+  // thread (see EmuDevice::test). Transports without reader threads of
+  // their own (in-process: the sender delivers) have nothing to poll.
+  virtual bool poll() { return false; }
+  // The polling host thread is about to block: transport threads must take
+  // over delivery now rather than when they notice the polls stopped.
+  virtual void end_polling() {}
 };
 
 struct TransportOptions {

@@ -65,6 +65,10 @@ struct ShmTuning {
   // reachable" (nullptr), so a device can still fall back to TCP in time.
   std::chrono::milliseconds local_connect_grace{2000};
   std::chrono::milliseconds handshake_timeout{5000};
+  // How long after a host thread's last Transport::poll() the reader threads
+  // leave delivery to the pollers (see PollActivity in transport_shm.cpp):
+  // the most a message waits when the polls stop without end_polling().
+  std::chrono::microseconds poll_lease{1000};
 };
 
 struct UdpTuning {

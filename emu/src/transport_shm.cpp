@@ -23,7 +23,8 @@
 // payload piece and then piece by piece (at most max_piece_bytes), so
 // payloads larger than the ring stream through it while the reader copies
 // out of it into the sink's memory. Waiting spins for ACCL_EMU_SPIN_US, then
-// sleeps on a shared futex word with a bounded timeout.
+// sleeps on a shared futex word with a bounded timeout. Host threads that wait for a call may consume complete messages
+// themselves (Transport::poll; see InboundRing and PollActivity below).
 #include "transport_common.hpp"
 
 #include <fcntl.h>
@@ -133,7 +134,10 @@ inline void cpu_relax() {
 // Polls `ready` for up to `budget` (ACCL_EMU_SPIN_US) before the caller goes
 // to sleep: a message that follows within microseconds is taken without a
 // futex round trip. Yields now and then so that, with more threads than
-// cores, the thread we wait for can run on this core.
+// cores, the thread we wait for can run on this core. (Not the adaptive
+// SpinBudget of wakeup.hpp: streaming a payload through the ring, reader and
+// sender wait for each other piece by piece, and a budget that shrinks after
+// late pieces sent them to the futex: 4 MiB osu_bw lost a third.)
 template <class Ready>
 bool spin_until(Ready ready, std::chrono::microseconds budget) {
   if (budget.count() <= 0) return false;
@@ -427,11 +431,59 @@ class ShmLink final : public Link {
 
 // ---- receiving side -------------------------------------------------------
 
-// One inbound ring and the thread copying out of it into the sink.
+// When a host thread last polled the rings (Transport::poll). While it polls,
+// the reader threads keep out of the way: they neither spin nor ask senders
+// to wake them (consumer_sleeping stays 0, so a send costs no futex wake and
+// the receiving process no thread switch). They sleep for the rest of the
+// lease instead and take over if the polls stop: a message that arrives
+// right after the last poll waits at most one lease (ShmTuning::poll_lease).
+// A host thread that stops polling to block (EmuDevice::wait) ends the lease
+// at once (end_polling). Only hot polling (polls less than kHotPollGap
+// apart) renews the lease: a poller that only looks now and then (the PMPI
+// wait loop of a rank that waits long sleeps between polls) saves no
+// hand-off worth a parked reader's periodic wake-ups; its readers go back to
+// sleeping until a sender wakes them.
+class PollActivity {
+ public:
+  explicit PollActivity(std::chrono::microseconds lease) : lease_ns_(std::chrono::nanoseconds(lease).count()) {}
+  void touch() {
+    const int64_t now = now_ns();
+    const int64_t previous = last_poll_ns_.load(std::memory_order_relaxed);
+    last_poll_ns_.store(now, std::memory_order_relaxed);  // racing pollers: either time will do
+    if (now - previous <= kHotPollGapNs) last_ns_.store(now, std::memory_order_relaxed);
+  }
+  // seq_cst: pairs with a parking reader (parked_ store, then remaining()).
+  void end() { last_ns_.store(kNever, std::memory_order_seq_cst); }
+  // Rest of the lease (zero: nobody polls).
+  std::chrono::microseconds remaining() const {
+    const int64_t last = last_ns_.load(std::memory_order_seq_cst);
+    if (last == kNever) return std::chrono::microseconds(0);
+    const int64_t rest = last + lease_ns_ - now_ns();
+    return rest <= 0 ? std::chrono::microseconds(0) : std::chrono::microseconds(rest / 1000 + 1);
+  }
+
+ private:
+  static constexpr int64_t kNever = INT64_MIN;
+  static constexpr int64_t kHotPollGapNs = 50'000;
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  }
+  const int64_t lease_ns_;
+  std::atomic<int64_t> last_ns_{kNever};  // lease start; relaxed: a hint, parked readers also wake on every event
+  std::atomic<int64_t> last_poll_ns_{kNever / 2};  // any poll (kNever / 2: no overflow in now - previous)
+};
+
+// One inbound ring, consumed by its reader thread or by a host thread's
+// poll(), whichever holds consumer_mutex_: each message is consumed whole by
+// one of them, in ring order, so the sink sees every link's messages once
+// and in order. poll() takes only messages that are completely published
+// and never blocks; anything else (a message still streaming in, a
+// kernel-stream message that may wait for room, the end of the link) is the
+// reader's.
 class InboundRing {
  public:
   InboundRing(std::shared_ptr<Mapping> mapping, UniqueFd control, NetAddress from, Sink& sink,
-              std::chrono::microseconds spin, size_t max_piece)
+              std::chrono::microseconds spin, size_t max_piece, const PollActivity& polls)
       : control_fd(std::move(control)),
         mapping_(std::move(mapping)),
         ctl_(mapping_->control()),
@@ -440,7 +492,8 @@ class InboundRing {
         max_piece_(max_piece),
         from_(from),
         sink_(sink),
-        spin_(spin) {}
+        spin_(spin),
+        polls_(polls) {}
 
   ~InboundRing() { join(); }
 
@@ -456,25 +509,77 @@ class InboundRing {
     peer_gone_.store(true, std::memory_order_release);
     wake(ctl_.data_futex);
   }
+  // The polls stopped: a parked reader resumes at once.
+  // Also: a poll found a message it must leave to the reader.
+  void unpark() {
+    takeover_.store(true, std::memory_order_seq_cst);
+    if (parked_.load(std::memory_order_seq_cst)) wake(ctl_.data_futex);
+  }
   bool finished() const { return finished_.load(std::memory_order_acquire); }
   void join() {
     if (thread_.joinable()) thread_.join();
+  }
+
+  // Delivers up to kMaxPollMessages messages that are completely in the
+  // ring; see the class comment. True when it delivered one.
+  bool poll() {
+    std::unique_lock lock(consumer_mutex_, std::try_to_lock);
+    if (!lock.owns_lock() || ended_) return false;
+    bool delivered = false;
+    uint64_t tail = ctl_.tail.load(std::memory_order_relaxed);  // only the lock holder moves it
+    for (int n = 0; n < kMaxPollMessages; ++n) {
+      const uint64_t head = ctl_.head.load(std::memory_order_acquire);
+      abi::WireHeader header{};
+      if (head - tail < sizeof header) break;
+      std::memcpy(&header, data_ + tail % ring_bytes_, sizeof header);
+      if (header.strm != 0 || head - tail < sizeof header + round_up64(header.count)) {
+        lock.unlock();
+        unpark();
+        break;
+      }
+      tail += sizeof header;
+      ReceiveTicket ticket;
+      std::byte* dst = sink_.begin_message(from_, header, ticket);
+      for (size_t got = 0; got < header.count;) {
+        // The payload is contiguous except where it wraps around the ring's
+        // end (the producer split its pieces there too).
+        const size_t n_bytes = std::min<size_t>(ring_bytes_ - tail % ring_bytes_, header.count - got);
+        if (dst != nullptr && !store_payload(ticket, dst, got, data_ + tail % ring_bytes_, n_bytes)) dst = nullptr;
+        got += n_bytes;
+        tail += round_up64(n_bytes);
+      }
+      release(tail);
+      sink_.end_message(from_, header, ticket, 0);
+      delivered = true;
+    }
+    return delivered;
   }
 
   UniqueFd control_fd;  // owned here, watched by the control thread
 
  private:
   enum class Wait { ready, stopped, closed, aborted };
+  // Bounds the time one poll() spends in one ring.
+  static constexpr int kMaxPollMessages = 16;
 
   void run() {
-    uint64_t tail = ctl_.tail.load(std::memory_order_acquire);
     abi::WireHeader header{};
     ReceiveTicket ticket;
     bool in_message = false;
     Wait w = Wait::ready;
+    std::unique_lock lock(consumer_mutex_, std::defer_lock);
     for (;;) {
-      w = wait_data(tail, sizeof header);
-      if (w != Wait::ready) break;
+      // Between messages the lock is free, so host threads may poll.
+      w = wait_data(sizeof header, /*may_park=*/true);
+      lock.lock();
+      uint64_t tail = ctl_.tail.load(std::memory_order_relaxed);
+      const bool header_ready = ctl_.head.load(std::memory_order_acquire) - tail >= sizeof header;
+      if (w != Wait::ready && !header_ready) break;  // what was published has been delivered
+      if (!header_ready) {  // a poll took it
+        lock.unlock();
+        continue;
+      }
+      w = Wait::ready;  // the link may have ended, but after this message
       std::memcpy(&header, data_ + tail % ring_bytes_, sizeof header);
       tail += sizeof header;
       release(tail);
@@ -482,7 +587,7 @@ class InboundRing {
       std::byte* dst = sink_.begin_message(from_, header, ticket);
       in_message = true;
       for (size_t got = 0; got < header.count;) {
-        w = wait_data(tail, 1);
+        w = wait_data(1, /*may_park=*/false);
         if (w != Wait::ready) break;
         const size_t avail = ctl_.head.load(std::memory_order_acquire) - tail;
         const size_t contiguous = ring_bytes_ - tail % ring_bytes_;
@@ -497,7 +602,10 @@ class InboundRing {
       if (w != Wait::ready) break;
       in_message = false;
       sink_.end_message(from_, header, ticket, 0);
+      lock.unlock();
     }
+    // Still holding the lock: no poll() delivers anything after this.
+    ended_ = true;
     if (in_message) {
       if (w != Wait::stopped)
         ACCL_LOG_WARN("shm: link from {} broke mid-message", format_address(from_));
@@ -507,6 +615,7 @@ class InboundRing {
       if (!in_message) ACCL_LOG_INFO("shm: link from {} closed", format_address(from_));
       sink_.link_failed(from_, abi::kLinkError);
     }
+    lock.unlock();
     // A sender still writing must fail instead of waiting for space.
     ctl_.consumer_state.store(kConsumerClosed, std::memory_order_release);
     wake(ctl_.space_futex);
@@ -518,14 +627,34 @@ class InboundRing {
     notify(ctl_.space_futex, ctl_.producer_sleeping);
   }
 
-  Wait wait_data(uint64_t tail, size_t need) {
-    auto ready = [&] { return ctl_.head.load(std::memory_order_acquire) - tail >= need; };
-    if (spin_until(ready, spin_)) return Wait::ready;
+  // Waits until `need` bytes past the released tail are published.
+  // `may_park`: between messages, where a host thread's poll() may consume
+  // instead of us (see PollActivity).
+  Wait wait_data(size_t need, bool may_park) {
+    auto ready = [&] {
+      return ctl_.head.load(std::memory_order_acquire) - ctl_.tail.load(std::memory_order_acquire) >= need;
+    };
+    if (!(may_park && polls_.remaining().count() > 0) && spin_until(ready, spin_)) return Wait::ready;
     auto event = [&] {
       return stop_.load(std::memory_order_acquire) || peer_gone_.load(std::memory_order_acquire) ||
              ctl_.producer_state.load(std::memory_order_acquire) != kProducerOpen;
     };
     for (;;) {
+      if (may_park && !event() && !takeover_.exchange(false, std::memory_order_seq_cst)) {
+        if (const auto lease = polls_.remaining(); lease.count() > 0) {
+          // Parked: the pollers consume, even what is in the ring right now.
+          // Senders do not wake us (consumer_sleeping is 0); every other
+          // event (stop, hang-up, close, abort, unpark) bumps the word. We
+          // take over when the lease runs out or a poll asks us to.
+          parked_.store(true, std::memory_order_seq_cst);
+          const uint32_t seen = ctl_.data_futex.load(std::memory_order_acquire);
+          if (!event() && !takeover_.load(std::memory_order_seq_cst) && polls_.remaining().count() > 0)
+            futex_wait(ctl_.data_futex, seen,
+                       std::min(lease, std::chrono::duration_cast<std::chrono::microseconds>(kSleepSlice)));
+          parked_.store(false, std::memory_order_relaxed);
+          continue;
+        }
+      }
       if (ready()) return Wait::ready;
       if (stop_.load(std::memory_order_acquire)) return Wait::stopped;
       // Published data stays valid after the producer closed or died:
@@ -548,8 +677,13 @@ class InboundRing {
   const NetAddress from_;
   Sink& sink_;
   const std::chrono::microseconds spin_;
+  const PollActivity& polls_;
+  std::mutex consumer_mutex_;  // held by whoever consumes: the reader thread or a poll()
+  bool ended_ = false;         // guarded by consumer_mutex_: the reader reported the link's end
   std::atomic<bool> stop_{false};
   std::atomic<bool> peer_gone_{false};
+  std::atomic<bool> parked_{false};
+  std::atomic<bool> takeover_{false};  // a poll left a message to us (unpark)
   std::atomic<bool> finished_{false};
   std::thread thread_;
 };
@@ -615,6 +749,20 @@ class ShmTransport final : public Transport {
     return peers_.connect(peer, deadline, [this](const NetAddress& p, Clock::time_point d) { return dial(p, d); });
   }
 
+  bool poll() override {
+    polls_.touch();
+    std::lock_guard lock(pollable_mutex_);
+    bool delivered = false;
+    for (const auto& ring : pollable_) delivered = ring->poll() || delivered;
+    return delivered;
+  }
+
+  void end_polling() override {
+    polls_.end();
+    std::lock_guard lock(pollable_mutex_);
+    for (const auto& ring : pollable_) ring->unpark();
+  }
+
   void stop() override {
     {
       std::lock_guard lock(state_mutex_);
@@ -625,7 +773,12 @@ class ShmTransport final : public Transport {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t ignored = ::write(wake_fd_.get(), &one, sizeof one);
     if (control_thread_.joinable()) control_thread_.join();
-    // The control thread is gone: the rings are ours now.
+    // The control thread is gone: the rings are ours now. No poll() may
+    // reach the sink once stop() returns.
+    {
+      std::lock_guard lock(pollable_mutex_);
+      pollable_.clear();
+    }
     for (auto& [fd, ring] : rings_) ring->request_stop();
     for (auto& [fd, ring] : rings_) ring->join();
     rings_.clear();  // closes control sockets: senders see the hang-up
@@ -636,6 +789,11 @@ class ShmTransport final : public Transport {
   }
 
  private:
+  void forget_pollable(const InboundRing* ring) {
+    std::lock_guard lock(pollable_mutex_);
+    std::erase_if(pollable_, [ring](const std::shared_ptr<InboundRing>& r) { return r.get() == ring; });
+  }
+
   void watch(int fd, uint32_t events) {
     epoll_event ev{};
     ev.events = events;
@@ -801,8 +959,8 @@ class ShmTransport final : public Transport {
       return;  // closes the connection
     }
     NetAddress from{hello.id.listen_ip, hello.id.listen_port};
-    auto ring = std::make_unique<InboundRing>(std::move(mapping), std::move(conn), from, *sink_, spin_,
-                                              tuning_.max_piece_bytes);
+    auto ring = std::make_shared<InboundRing>(std::move(mapping), std::move(conn), from, *sink_, spin_,
+                                              tuning_.max_piece_bytes, polls_);
     // Start reading before accepting: the sender may publish right after
     // the reply.
     ring->start();
@@ -810,6 +968,10 @@ class ShmTransport final : public Transport {
       ring->peer_gone();
     }
     ACCL_LOG_DEBUG("shm: accepted link {} -> {}", format_address(from), format_address(local_));
+    {
+      std::lock_guard lock(pollable_mutex_);
+      pollable_.push_back(ring);
+    }
     rings_.emplace(fd, std::move(ring));
   }
 
@@ -838,6 +1000,7 @@ class ShmTransport final : public Transport {
     for (auto it = rings_.begin(); it != rings_.end();) {
       if (it->second->finished()) {
         ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, it->first, nullptr);
+        forget_pollable(it->second.get());
         it = rings_.erase(it);
       } else {
         ++it;
@@ -864,10 +1027,15 @@ class ShmTransport final : public Transport {
   Sink* sink_ = nullptr;
   std::thread control_thread_;
   std::atomic<bool> stopping_{false};
+  PollActivity polls_{tuning_.poll_lease};  // read by the reader threads: declared before the rings
 
   // Control thread only (stop() takes them over after joining it).
   std::map<int, Pending> pending_;
-  std::map<int, std::unique_ptr<InboundRing>> rings_;
+  std::map<int, std::shared_ptr<InboundRing>> rings_;
+
+  // The rings host threads poll (the control thread adds and removes them).
+  std::mutex pollable_mutex_;
+  std::vector<std::shared_ptr<InboundRing>> pollable_;
 };
 
 }  // namespace

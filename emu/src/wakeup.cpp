@@ -24,7 +24,14 @@ void Wakeup::stop() {
   cv_.notify_all();
 }
 
-void Wakeup::leave_driving(uint64_t seen, bool pending) {
+void Wakeup::leave_driving(uint64_t seen, bool pending, bool idle_pass) {
+  if (idle_pass) {
+    // A pass that started at `seen` found nothing: earlier rings are done.
+    // (Only ever raised; a ring after `seen` still wakes the firmware.)
+    uint64_t handled = handled_.load(std::memory_order_seq_cst);
+    while (handled < seen && !handled_.compare_exchange_weak(handled, seen, std::memory_order_seq_cst)) {
+    }
+  }
   drivers_.fetch_sub(1, std::memory_order_seq_cst);
   if (pending || epoch_.load(std::memory_order_seq_cst) != seen) ring();
 }

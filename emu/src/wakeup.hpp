@@ -15,7 +15,11 @@
 // thread need not wake for each ring (that wake-up is the hand-off the driver
 // saves), so ring() skips it and the firmware's wait ignores the epoch. A
 // driver that stops hands over with leave_driving(): it rings if anything
-// may have happened that its passes did not take care of.
+// may have happened that its passes did not take care of. When its last pass
+// found nothing to do, the rings before that pass are taken care of: the
+// firmware thread does not wake for them either (handled_), so a host thread
+// that polls for its calls keeps the firmware thread asleep instead of
+// having it run (and spin) after every call for nothing.
 #pragma once
 
 #include <algorithm>
@@ -119,13 +123,17 @@ class Wakeup {
   // `seen`: the epoch read before the driver's last pass; `pending`: that
   // pass progressed or could not run (another thread held the firmware), so
   // another pass is due. Either, or a ring since `seen`, wakes the firmware.
+  // `idle_pass`: that pass ran and found nothing to do (rings up to `seen`
+  // are taken care of).
   void enter_driving() { drivers_.fetch_add(1, std::memory_order_seq_cst); }
-  void leave_driving(uint64_t seen, bool pending);
+  void leave_driving(uint64_t seen, bool pending, bool idle_pass);
 
  private:
   bool firmware_should_wake(uint64_t seen) const {
-    return stopped() ||
-           (epoch_.load(std::memory_order_seq_cst) != seen && drivers_.load(std::memory_order_seq_cst) == 0);
+    if (stopped()) return true;
+    const uint64_t epoch = epoch_.load(std::memory_order_seq_cst);
+    return epoch > std::max(seen, handled_.load(std::memory_order_seq_cst)) &&
+           drivers_.load(std::memory_order_seq_cst) == 0;
   }
 
   SpinBudget spin_;
@@ -133,6 +141,7 @@ class Wakeup {
   std::atomic<bool> stopped_{false};
   std::atomic<int> sleepers_{0};  // lets ring() skip the mutex when nobody sleeps
   std::atomic<int> drivers_{0};   // host threads running firmware passes right now
+  std::atomic<uint64_t> handled_{0};  // rings up to this epoch were handled by a driver's pass
   std::mutex mutex_;
   std::condition_variable cv_;
 };

@@ -178,13 +178,42 @@ void native_progress() {
   PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, st.private_comm, &flag, MPI_STATUS_IGNORE);
 }
 
-void poll_pause(unsigned& spins) {
-  ++spins;
-  if (spins < 32) {
+namespace {
+constexpr std::chrono::nanoseconds kMaxSpin = std::chrono::microseconds(50);
+// Relaxed: a heuristic shared by all threads; races only blur it.
+std::atomic<int64_t> g_spin_budget_ns{kMaxSpin.count()};
+std::atomic<uint32_t> g_waits{0};
+}  // namespace
+
+PollPacer::PollPacer() : start_(std::chrono::steady_clock::now()) {
+  int64_t b = g_spin_budget_ns.load(std::memory_order_relaxed);
+  if (b < kMaxSpin.count() && (g_waits.fetch_add(1, std::memory_order_relaxed) & 63) == 0) b = kMaxSpin.count();
+  budget_ = std::chrono::nanoseconds(b);
+}
+
+PollPacer::~PollPacer() {
+  if (rounds_ == 0) return;  // done at once: says nothing about spinning
+  const int64_t b = g_spin_budget_ns.load(std::memory_order_relaxed);
+  const bool early = !spun_out_ && (std::chrono::steady_clock::now() - start_) * 2 <= budget_;
+  int64_t next = early ? std::min<int64_t>(kMaxSpin.count(), std::max<int64_t>(2 * b, 1000)) : b / 2;
+  if (next < 500) next = 0;
+  g_spin_budget_ns.store(next, std::memory_order_relaxed);
+}
+
+void PollPacer::pause() {
+  ++rounds_;
+  if (!spun_out_) {
+    // Reading the clock every 16th round keeps its cost out of the spin.
+    if ((rounds_ & 15) != 0 || std::chrono::steady_clock::now() - start_ < budget_) {
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
-  } else if (spins < 4096) {
+      return;
+    }
+    spun_out_ = true;
+  }
+  if (yields_ < 4096) {
+    ++yields_;
     sched_yield();  // the emulator's threads share our cores
   } else {
     struct timespec ts = {0, 20000};

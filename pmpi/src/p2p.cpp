@@ -701,7 +701,7 @@ void p2p_drain() {
   // Detached sends and freed requests must reach the peer before teardown.
   State& st = state();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  unsigned spins = 0;
+  PollPacer pacer;
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(st.mu);
@@ -715,7 +715,7 @@ void p2p_drain() {
       return;
     }
     native_progress();
-    poll_pause(spins);
+    pacer.pause();
   }
 }
 

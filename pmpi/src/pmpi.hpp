@@ -356,7 +356,32 @@ int coll_barrier(Call call, MPI_Comm comm, MPI_Request* req);
 template <typename F>
 void wait_until(F&& done);
 void native_progress();  // lets Open MPI progress its own pending traffic
-void poll_pause(unsigned& spins);
+
+// Paces one poll loop (one wait): spin (PAUSE) while spinning pays, then
+// yield the core (more threads than cores: the emulator's threads and other
+// ranks may need it), then sleep. How long to spin adapts like the
+// emulator's waits: a wait that ends early in its spin doubles the budget
+// (up to kMaxSpin), one that outlasts it halves it down to zero, so 2 ranks
+// on 2 cores hand messages back and forth without giving the core away
+// (a yield to an unrelated busy process costs a whole time slice) while 4
+// ranks on 2 cores yield at once, as before. Every 64th wait probes with the
+// full budget.
+class PollPacer {
+ public:
+  PollPacer();
+  ~PollPacer();  // reports how the wait went
+  PollPacer(const PollPacer&) = delete;
+  PollPacer& operator=(const PollPacer&) = delete;
+  void pause();
+  unsigned rounds() const { return rounds_; }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::nanoseconds budget_;
+  unsigned rounds_ = 0;
+  unsigned yields_ = 0;
+  bool spun_out_ = false;
+};
 
 // ---------------------------------------------------------------------------
 // Buffers (engine.cpp)

@@ -271,7 +271,7 @@ int waitall_mixed(int n, MPI_Request* reqs, MPI_Status* statuses) {
   NativePart nat(n, reqs);
   bool natives_done = nat.size() == 0;
   int native_rc = MPI_SUCCESS;
-  unsigned spins = 0;
+  PollPacer pacer;
   State& st = state();
   for (;;) {
     bool shadows_done = true;
@@ -287,7 +287,7 @@ int waitall_mixed(int n, MPI_Request* reqs, MPI_Status* statuses) {
       natives_done = flag || native_rc != MPI_SUCCESS;
     }
     if (natives_done && shadows_done) break;
-    poll_pause(spins);
+    pacer.pause();
   }
   nat.write_back(reqs);
   if (statuses != MPI_STATUSES_IGNORE)
@@ -462,9 +462,9 @@ ACCL_PMPI_EXPORT int MPI_Testall(int n, MPI_Request reqs[], int* flag, MPI_Statu
 
 ACCL_PMPI_EXPORT int MPI_Waitany(int n, MPI_Request reqs[], int* index, MPI_Status* status) {
   if (ACCL_LIKELY(g_native_only) || !any_shadow(n, reqs)) return PMPI_Waitany(n, reqs, index, status);
-  unsigned spins = 0;
+  PollPacer pacer;
   int rc = MPI_SUCCESS;
-  while (!any_pass(n, reqs, index, status, &rc)) poll_pause(spins);
+  while (!any_pass(n, reqs, index, status, &rc)) pacer.pause();
   return rc;
 }
 
@@ -483,9 +483,9 @@ ACCL_PMPI_EXPORT int MPI_Testany(int n, MPI_Request reqs[], int* index, int* fla
 ACCL_PMPI_EXPORT int MPI_Waitsome(int n, MPI_Request reqs[], int* outcount, int indices[], MPI_Status statuses[]) {
   if (ACCL_LIKELY(g_native_only) || !any_shadow(n, reqs))
     return PMPI_Waitsome(n, reqs, outcount, indices, statuses);
-  unsigned spins = 0;
+  PollPacer pacer;
   int rc = MPI_SUCCESS;
-  while (!some_pass(n, reqs, outcount, indices, statuses, &rc)) poll_pause(spins);
+  while (!some_pass(n, reqs, outcount, indices, statuses, &rc)) pacer.pause();
   return rc;
 }
 

@@ -15,15 +15,15 @@ namespace accl::pmpi {
 template <typename F>
 void wait_until(F&& done) {
   State& st = state();
-  unsigned spins = 0;
+  PollPacer pacer;
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(st.mu);
       progress_locked();
       if (done()) return;
     }
-    if ((spins & 15) == 15) native_progress();
-    poll_pause(spins);
+    if ((pacer.rounds() & 15) == 15) native_progress();
+    pacer.pause();
   }
 }
 

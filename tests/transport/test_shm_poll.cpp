@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Shared-memory transport: host threads that poll (Transport::poll) consume
+// inbound messages themselves, next to the reader threads. A message must be
+// taken on the polling thread while the reader stays out of the way, the
+// reader must take over when the polls end, and the two consumers must never
+// deliver a message twice, lose one or reorder a link.
+#include "transport_test_util.hpp"
+
+#include <thread>
+
+namespace accl::emu::test {
+namespace {
+
+struct Delivery {
+  uint32_t seed;
+  std::thread::id thread;
+};
+
+// A receiving transport with a sink that records which thread began each
+// message.
+struct PolledPair {
+  explicit PolledPair(const ShmTuning& tuning) {
+    sink.begin_hook = [this](const abi::WireHeader& h) {
+      std::lock_guard lock(mutex);
+      deliveries.push_back(Delivery{h.tag, std::this_thread::get_id()});
+    };
+    receiver = make_shm_transport(options(), tuning);
+    sender = make_shm_transport(options(), tuning);
+    receiver->start(sink);
+    sender->start(sender_sink);
+    link = sender->connect(receiver->local_address(), in(5000ms));
+  }
+  ~PolledPair() {
+    link.reset();
+    sender->stop();
+    receiver->stop();
+  }
+  uint32_t send(uint32_t seed, uint32_t bytes) {
+    PatternWriter w(seed, bytes);
+    return link->send(make_header(bytes, seed), w, in(5000ms));
+  }
+  std::vector<Delivery> taken() {
+    std::lock_guard lock(mutex);
+    return deliveries;
+  }
+
+  RecordingSink sink;
+  RecordingSink sender_sink;
+  std::unique_ptr<Transport> receiver;
+  std::unique_ptr<Transport> sender;
+  std::shared_ptr<Link> link;
+  std::mutex mutex;
+  std::vector<Delivery> deliveries;
+};
+
+// Polls a few times in a row: hot polling starts the readers' lease.
+void start_polling(PolledPair& p) {
+  for (int i = 0; i < 3; ++i) p.receiver->poll();
+}
+
+// Polls until the sink holds `n` messages or `timeout` passes.
+bool poll_until(PolledPair& p, size_t n, std::chrono::milliseconds timeout) {
+  const auto end = Clock::now() + timeout;
+  while (p.sink.message_count() < n) {
+    if (Clock::now() >= end) return false;
+    p.receiver->poll();
+  }
+  return true;
+}
+
+TEST(ShmPoll, PollingThreadConsumesWhileTheReaderIsParked) {
+  ShmTuning tuning;
+  tuning.poll_lease = std::chrono::microseconds(std::chrono::seconds(60));  // the reader never takes over by itself
+  PolledPair p(tuning);
+  ASSERT_NE(p.link, nullptr);
+  // Nothing arrived: nothing to deliver.
+  EXPECT_FALSE(p.receiver->poll());
+  start_polling(p);
+  // The first message may still go to the reader (it may be asleep with a
+  // wake-up requested from before the polls began); afterwards it parks.
+  ASSERT_EQ(p.send(0, 8), 0u);
+  ASSERT_TRUE(poll_until(p, 1, 5000ms));
+  std::this_thread::sleep_for(200ms);
+  constexpr uint32_t kMessages = 50;
+  for (uint32_t i = 1; i <= kMessages; ++i) {
+    // Sizes from header-only to several KiB: all complete in the ring.
+    ASSERT_EQ(p.send(i, (i * 397) % 9000), 0u);
+    ASSERT_TRUE(poll_until(p, i + 1, 5000ms)) << "message " << i << " was not delivered";
+  }
+  const auto taken = p.taken();
+  ASSERT_EQ(taken.size(), kMessages + 1);
+  for (uint32_t i = 1; i <= kMessages; ++i) {
+    EXPECT_EQ(taken[i].seed, i);
+    EXPECT_EQ(taken[i].thread, std::this_thread::get_id()) << "message " << i << " was taken by the reader thread";
+  }
+  const auto messages = p.sink.messages();
+  for (const auto& m : messages) {
+    EXPECT_EQ(m.status, 0u);
+    EXPECT_EQ(check_pattern(m.data, m.header.tag), std::string::npos) << "message " << m.header.tag;
+  }
+
+  // The polls end: the reader delivers again, without any poll.
+  p.receiver->end_polling();
+  ASSERT_EQ(p.send(kMessages + 1, 100), 0u);
+  ASSERT_TRUE(p.sink.wait_messages(kMessages + 2, 5000ms)) << "the reader did not take over after end_polling()";
+  EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
+}
+
+TEST(ShmPoll, ReaderTakesOverWhenThePollsStop) {
+  ShmTuning tuning;
+  tuning.poll_lease = std::chrono::microseconds(2000);
+  PolledPair p(tuning);
+  ASSERT_NE(p.link, nullptr);
+  start_polling(p);  // a lease that nobody renews (and no end_polling)
+  ASSERT_EQ(p.send(1, 64), 0u);
+  ASSERT_TRUE(p.sink.wait_messages(1, 5000ms)) << "a parked reader did not resume after the lease";
+  EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
+}
+
+TEST(ShmPoll, MessagesStreamingThroughTheRingGoToTheReader) {
+  // Larger than the ring: never complete in it, so poll() must leave it to
+  // the reader (and wake it if parked) rather than wait.
+  ShmTuning tuning;
+  tuning.ring_bytes = 64 << 10;
+  tuning.max_piece_bytes = 16 << 10;
+  tuning.poll_lease = std::chrono::microseconds(std::chrono::seconds(60));
+  PolledPair p(tuning);
+  ASSERT_NE(p.link, nullptr);
+  start_polling(p);
+  ASSERT_EQ(p.send(0, 8), 0u);
+  ASSERT_TRUE(poll_until(p, 1, 5000ms));
+  std::this_thread::sleep_for(100ms);  // the reader parks
+  std::thread big([&] { EXPECT_EQ(p.send(1, 1 << 20), 0u); });
+  EXPECT_TRUE(poll_until(p, 2, 10000ms));
+  big.join();
+  const auto messages = p.sink.messages();
+  ASSERT_EQ(messages.size(), 2u);
+  EXPECT_EQ(messages[1].status, 0u);
+  EXPECT_EQ(check_pattern(messages[1].data, 1), std::string::npos);
+  EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
+}
+
+TEST(ShmPoll, PollerAndReaderNeverDuplicateLoseOrReorder) {
+  // A poller that keeps stopping (end_polling, then a pause in which the
+  // reader takes over) and resuming (the reader parks again): reader and
+  // poller hand the ring back and forth all the time. A tiny ring makes the
+  // larger messages wrap and stream.
+  ShmTuning tuning;
+  tuning.ring_bytes = 64 << 10;
+  tuning.max_piece_bytes = 16 << 10;
+  tuning.poll_lease = std::chrono::microseconds(300);
+  PolledPair p(tuning);
+  ASSERT_NE(p.link, nullptr);
+  constexpr uint32_t kMessages = 3000;
+  std::atomic<bool> polling{true};
+  std::atomic<unsigned> rounds{0};
+  std::thread poller([&] {
+    unsigned round = 0;
+    while (polling.load()) {
+      p.receiver->poll();
+      rounds.store(++round);
+      if (round % 997 == 0) {
+        p.receiver->end_polling();
+        std::this_thread::sleep_for(std::chrono::microseconds(100 + round % 400));
+      }
+    }
+  });
+  const std::thread::id poller_id = poller.get_id();
+  struct StopPoller {
+    std::atomic<bool>& polling;
+    std::thread& poller;
+    ~StopPoller() {
+      polling = false;
+      poller.join();
+    }
+  } stop_poller{polling, poller};
+  // Both consumers must get their chances on a loaded machine too: start
+  // once the poller runs, and pause now and then.
+  const auto started = Clock::now();
+  while (rounds.load() < 10 && Clock::now() - started < 5s) std::this_thread::sleep_for(1ms);
+  for (uint32_t i = 0; i < kMessages; ++i) {
+    const uint32_t bytes = i % 50 == 0 ? 100000 : (i * 131) % 5000;
+    ASSERT_EQ(p.send(i, bytes), 0u) << "message " << i;
+    if (i % 10 == 9) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  ASSERT_TRUE(p.sink.wait_messages(kMessages, 20000ms));
+  std::this_thread::sleep_for(50ms);  // a duplicate would show up now
+  const auto messages = p.sink.messages();
+  ASSERT_EQ(messages.size(), size_t{kMessages});
+  size_t by_poller = 0;
+  for (const auto& d : p.taken()) by_poller += d.thread == poller_id ? 1 : 0;
+  for (uint32_t i = 0; i < kMessages; ++i) {
+    ASSERT_EQ(messages[i].header.tag, i) << "link order broken at " << i;
+    EXPECT_EQ(messages[i].status, 0u);
+    ASSERT_EQ(check_pattern(messages[i].data, i), std::string::npos) << "message " << i;
+  }
+  EXPECT_EQ(p.sink.overlap_violations.load(), 0);
+  EXPECT_EQ(p.sink.ticket_violations.load(), 0);
+  // Both consumers took part (otherwise the test proves nothing).
+  EXPECT_GT(by_poller, 0u);
+  EXPECT_LT(by_poller, size_t{kMessages});
+}
+
+TEST(ShmPoll, LinkEndIsReportedOnceAfterPolledMessages) {
+  ShmTuning tuning;
+  tuning.poll_lease = std::chrono::microseconds(std::chrono::seconds(60));
+  PolledPair p(tuning);
+  ASSERT_NE(p.link, nullptr);
+  start_polling(p);
+  ASSERT_EQ(p.send(0, 8), 0u);
+  ASSERT_TRUE(poll_until(p, 1, 5000ms));
+  for (uint32_t i = 1; i <= 5; ++i) ASSERT_EQ(p.send(i, 200), 0u);
+  // The sender closes: the parked reader wakes for it, delivers whatever
+  // the polls left and reports the end once, after the messages.
+  p.link.reset();
+  p.sender->stop();
+  p.receiver->poll();
+  ASSERT_TRUE(p.sink.wait_failure(5000ms));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(p.receiver->poll());
+  EXPECT_EQ(p.sink.message_count(), 6u);
+  EXPECT_EQ(p.sink.failures().size(), 1u);
+}
+
+}  // namespace
+}  // namespace accl::emu::test
