@@ -11,28 +11,12 @@
 #include <functional>
 #include <string>
 
+#include "collective_data.hpp"
 #include "fake_cclo.hpp"
 
 namespace accl::fw::test {
 
 namespace {
-
-constexpr uint64_t kSrc = 0x10000;
-constexpr uint64_t kDst = 0x180000;
-
-int32_t value(uint32_t rank, uint32_t i) { return static_cast<int32_t>(rank * 1000 + i); }
-
-std::vector<int32_t> rank_data(uint32_t rank, uint32_t n) {
-  std::vector<int32_t> v(n);
-  for (uint32_t i = 0; i < n; ++i) v[i] = value(rank, i);
-  return v;
-}
-
-int32_t sum_over_ranks(uint32_t P, uint32_t i) {
-  int32_t s = 0;
-  for (uint32_t r = 0; r < P; ++r) s += value(r, i);
-  return s;
-}
 
 void run_all(FakeFabric& f, const std::function<CallBuilder(uint32_t)>& build) {
   std::vector<uint64_t> ids;
@@ -48,15 +32,6 @@ std::vector<size_t> windows_during(FakeFabric& f, const std::function<void()>& f
   std::vector<size_t> d;
   for (uint32_t r = 0; r < f.size(); ++r) d.push_back(f[r].windows_opened_total() - before[r]);
   return d;
-}
-
-struct Case {
-  uint32_t P;
-  uint32_t count;
-};
-
-std::string case_name(const testing::TestParamInfo<Case>& info) {
-  return "P" + std::to_string(info.param.P) + "_n" + std::to_string(info.param.count);
 }
 
 class StepSavingCollectives : public testing::TestWithParam<Case> {

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "collective_data.hpp"
 #include "fake_cclo.hpp"
 
 // Inside accl::fw::test so that `abi::` means accl::abi (gtest pulls in
@@ -19,32 +20,6 @@
 namespace accl::fw::test {
 
 namespace {
-
-constexpr uint64_t kSrc = 0x10000;
-constexpr uint64_t kDst = 0x180000;
-
-int32_t value(uint32_t rank, uint32_t i) { return static_cast<int32_t>(rank * 1000 + i); }
-
-std::vector<int32_t> rank_data(uint32_t rank, uint32_t n) {
-  std::vector<int32_t> v(n);
-  for (uint32_t i = 0; i < n; ++i) v[i] = value(rank, i);
-  return v;
-}
-
-int32_t sum_over_ranks(uint32_t P, uint32_t i) {
-  int32_t s = 0;
-  for (uint32_t r = 0; r < P; ++r) s += value(r, i);
-  return s;
-}
-
-struct Case {
-  uint32_t P;
-  uint32_t count;
-};
-
-std::string case_name(const testing::TestParamInfo<Case>& info) {
-  return "P" + std::to_string(info.param.P) + "_n" + std::to_string(info.param.count);
-}
 
 class FirmwareCollectives : public testing::TestWithParam<Case> {
  protected:
