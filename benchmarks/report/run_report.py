@@ -217,6 +217,12 @@ def ensure_plotter(allow_install):
 
     if have_mpl():
         return "matplotlib"
+    system_python = "/usr/bin/python3"
+    if os.path.realpath(sys.executable) != os.path.realpath(system_python) and os.path.exists(system_python) and \
+            subprocess.run([system_python, "-c", "import matplotlib"], capture_output=True).returncode == 0:
+        # Started by another interpreter (pyenv, venv) that cannot see Debian's
+        # python3-matplotlib: main() re-runs the script under Debian's.
+        return "system-python"
     if shutil.which("gnuplot"):
         return "gnuplot"
     if allow_install and os.geteuid() == 0 and shutil.which("apt-get"):
@@ -1053,6 +1059,10 @@ def main():
     log("out: %s" % args.out)
     log("programs: %s; pmpi: %s; core: %s" % (args.osu_bin_dir, args.pmpi_lib, args.core_bin))
     plotter = None if "plots" in skip else ensure_plotter(not args.no_install)
+    if plotter == "system-python":
+        log("re-running under /usr/bin/python3, which has matplotlib")
+        sys.stdout.flush()
+        os.execv("/usr/bin/python3", ["/usr/bin/python3", os.path.abspath(__file__)] + sys.argv[1:])
     log("plotter: %s" % plotter)
 
     rec = Recorder()
