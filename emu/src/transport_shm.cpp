@@ -27,6 +27,8 @@
 // themselves (Transport::poll; see InboundRing and PollActivity below).
 #include "transport_common.hpp"
 
+#include <accl/spin.hpp>
+
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/epoll.h>
@@ -125,17 +127,11 @@ void sleep_until(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleeping, R
   sleeping.store(0, std::memory_order_relaxed);
 }
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 // Polls `ready` for up to `budget` (ACCL_EMU_SPIN_US) before the caller goes
 // to sleep: a message that follows within microseconds is taken without a
 // futex round trip. Yields now and then so that, with more threads than
 // cores, the thread we wait for can run on this core. (Not the adaptive
-// SpinBudget of wakeup.hpp: streaming a payload through the ring, reader and
+// SpinBudget of accl/spin.hpp: streaming a payload through the ring, reader and
 // sender wait for each other piece by piece, and a budget that shrinks after
 // late pieces sent them to the futex: 4 MiB osu_bw lost a third.)
 template <class Ready>

@@ -5,6 +5,8 @@
 // the pauses of the wait loop.
 #include "pmpi.hpp"
 
+#include <accl/spin.hpp>
+
 #include <sched.h>
 #include <time.h>
 
@@ -179,25 +181,18 @@ void native_progress() {
 }
 
 namespace {
-constexpr std::chrono::nanoseconds kMaxSpin = std::chrono::microseconds(50);
-// Relaxed: a heuristic shared by all threads; races only blur it.
-std::atomic<int64_t> g_spin_budget_ns{kMaxSpin.count()};
-std::atomic<uint32_t> g_waits{0};
+// One budget for all waits of the process (the emulator keeps one per kind
+// of wait): relaxed atomics, races only blur the heuristic.
+SpinBudget g_poll_spin{std::chrono::microseconds(50)};
 }  // namespace
 
-PollPacer::PollPacer() : start_(std::chrono::steady_clock::now()) {
-  int64_t b = g_spin_budget_ns.load(std::memory_order_relaxed);
-  if (b < kMaxSpin.count() && (g_waits.fetch_add(1, std::memory_order_relaxed) & 63) == 0) b = kMaxSpin.count();
-  budget_ = std::chrono::nanoseconds(b);
-}
+PollPacer::PollPacer() : start_(std::chrono::steady_clock::now()), budget_(g_poll_spin.next()) {}
 
 PollPacer::~PollPacer() {
   if (rounds_ == 0) return;  // done at once: says nothing about spinning
-  const int64_t b = g_spin_budget_ns.load(std::memory_order_relaxed);
   const bool early = !spun_out_ && (std::chrono::steady_clock::now() - start_) * 2 <= budget_;
-  int64_t next = early ? std::min<int64_t>(kMaxSpin.count(), std::max<int64_t>(2 * b, 1000)) : b / 2;
-  if (next < 500) next = 0;
-  g_spin_budget_ns.store(next, std::memory_order_relaxed);
+  if (early) g_poll_spin.spin_succeeded();
+  else g_poll_spin.spin_failed();
 }
 
 void PollPacer::pause() {
@@ -205,9 +200,7 @@ void PollPacer::pause() {
   if (!spun_out_) {
     // Reading the clock every 16th round keeps its cost out of the spin.
     if ((rounds_ & 15) != 0 || std::chrono::steady_clock::now() - start_ < budget_) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
+      cpu_relax();
       return;
     }
     spun_out_ = true;

@@ -359,13 +359,13 @@ void native_progress();  // lets Open MPI progress its own pending traffic
 
 // Paces one poll loop (one wait): spin (PAUSE) while spinning pays, then
 // yield the core (more threads than cores: the emulator's threads and other
-// ranks may need it), then sleep. How long to spin adapts like the
-// emulator's waits: a wait that ends early in its spin doubles the budget
-// (up to kMaxSpin), one that outlasts it halves it down to zero, so 2 ranks
-// on 2 cores hand messages back and forth without giving the core away
-// (a yield to an unrelated busy process costs a whole time slice) while 4
-// ranks on 2 cores yield at once, as before. Every 64th wait probes with the
-// full budget.
+// ranks may need it), then sleep. How long to spin adapts with the
+// emulator's policy (accl/spin.hpp SpinBudget, at most 50 us): a wait that
+// ends early in its spin doubles the budget, one that outlasts it halves it
+// down to zero, so 2 ranks on 2 cores hand messages back and forth without
+// giving the core away (a yield to an unrelated busy process costs a whole
+// time slice) while 4 ranks on 2 cores yield at once, as before. Every 64th
+// wait probes with the full budget.
 class PollPacer {
  public:
   PollPacer();
