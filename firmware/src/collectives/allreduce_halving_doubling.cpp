@@ -22,27 +22,14 @@
 
 namespace accl::fw::impl {
 
-namespace {
-
-uint32_t log2_exact(uint32_t P) {
-  uint32_t L = 0;
-  while ((1u << L) < P) ++L;
-  return L;
-}
-
-// First block of rank r's range at level k (P >> k blocks, aligned).
-uint32_t range_start(uint32_t r, uint32_t P, uint32_t k) { return r & ~((P >> k) - 1); }
-
-}  // namespace
-
 bool allreduce_halving_doubling_fits(uint32_t count, uint32_t P) {
-  return P > 2 && (P & (P - 1)) == 0 && count % P == 0 && count >= P;
+  return P > 2 && is_power_of_two(P) && count % P == 0 && count >= P;
 }
 
 bool plan_allreduce_halving_doubling(const CollArgs& args, uint32_t round, Round& out) {
   const uint32_t P = args.P;
   const uint32_t r = args.rank;
-  const uint32_t L = log2_exact(P);
+  const uint32_t L = log2_ceil(P);
   const uint64_t bs = args.count / P;  // elements per block
   auto at = [&](const Buf& b, uint32_t block) { return buf_at(b, uint64_t{block} * bs); };
 

@@ -128,6 +128,17 @@ inline bool same_memory(const Buf& x, const Buf& y) {
          x.compressed == y.compressed;
 }
 
+// Rank arithmetic of the recursive halving / doubling algorithms.
+inline bool is_power_of_two(uint32_t P) { return (P & (P - 1)) == 0; }  // P >= 1 here
+// log2(P) for a power of two P (the smallest L with 2^L >= P otherwise).
+inline uint32_t log2_ceil(uint32_t P) {
+  uint32_t L = 0;
+  while ((1u << L) < P) ++L;
+  return L;
+}
+// First block of rank r's range at level k: P >> k blocks, aligned.
+inline uint32_t range_start(uint32_t r, uint32_t P, uint32_t k) { return r & ~((P >> k) - 1); }
+
 // Spare buffers hold this many uncompressed elements (0: no scratch).
 inline uint32_t spare_elems(const CollArgs& args) {
   return args.spare[0].elem_bytes == 0 ? 0 : args.spare_bytes / args.spare[0].elem_bytes;

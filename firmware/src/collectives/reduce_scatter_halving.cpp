@@ -18,7 +18,7 @@ namespace accl::fw::impl {
 
 bool reduce_scatter_halving_fits(const CollArgs& args) {
   const uint32_t P = args.P;
-  if (P <= 2 || (P & (P - 1)) != 0 || spare_elems(args) == 0) return false;
+  if (P <= 2 || !is_power_of_two(P) || spare_elems(args) == 0) return false;
   return uint64_t{args.count} * (P / 2) <= spare_elems(args);
 }
 
@@ -26,13 +26,12 @@ bool plan_reduce_scatter_halving(const CollArgs& args, uint32_t round, Round& ou
   const uint32_t P = args.P;
   const uint32_t r = args.rank;
   const uint64_t n = args.count;
-  uint32_t L = 0;
-  while ((1u << L) < P) ++L;
+  const uint32_t L = log2_ceil(P);
   const uint32_t k = round;
   if (k >= L) return false;
   const uint32_t d = P >> (k + 1);
   const uint32_t partner = r ^ d;
-  const uint32_t lo = r & ~((P >> k) - 1);  // first block of R_k
+  const uint32_t lo = range_start(r, P, k);  // first block of R_k
   const uint32_t keep = lo + (r & d);
   const uint32_t give = lo + (~r & d);
   // Block b of R_k: in the source at step 0, else packed in the previous spare.

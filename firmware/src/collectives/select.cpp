@@ -22,7 +22,7 @@ uint32_t select_algorithm(const SelectionInput& in, const CollArgs& args) {
       return kAlgoGatherFlat;
     case abi::kAllgather:
       // Power-of-two P: recursive doubling (log2 P steps); else the ring.
-      return (args.P & (args.P - 1)) == 0 ? kAlgoAllgatherDoubling : kAlgoAllgatherRing;
+      return is_power_of_two(args.P) ? kAlgoAllgatherDoubling : kAlgoAllgatherRing;
     case abi::kReduce:
       // Flat tree for small data, or few ranks and at most one spare buffer
       // of data: one step, the root drains all peers at once. Larger data
