@@ -30,11 +30,12 @@ uint32_t select_algorithm(const SelectionInput& in, const CollArgs& args) {
       // Flat; fan-in is limited by the tuning registers inside the plan.
       return kAlgoGatherFlat;
     case abi::kAllgather:
-      // Rendezvous-sized, not too large blocks on few ranks: one step, all
+      // Rendezvous-sized, not too large blocks on 3 or 4 ranks: one step, all
       // blocks at once (same bytes as the others; each step costs a hand-off).
+      // Two ranks exchange once whatever the algorithm.
       // Otherwise, power-of-two P: recursive doubling (log2 P steps); else
       // the ring.
-      if (args.P <= kDirectMaxRanks && bytes > in.max_eager_bytes && bytes <= kDirectMaxBytes &&
+      if (args.P > 2 && args.P <= kDirectMaxRanks && bytes > in.max_eager_bytes && bytes <= kDirectMaxBytes &&
           allgather_direct_fits(args.P)) {
         return kAlgoAllgatherDirect;
       }
