@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // The step-saving algorithms (allreduce recursive halving + doubling,
-// allgather recursive doubling, reduce_scatter recursive halving, 2-rank
+// allgather recursive doubling and direct, reduce_scatter recursive halving, 2-rank
 // reduce without staging): results for power-of-two rank counts, in and out
 // of place, eager and rendezvous sizes, and the number of message steps they
 // take. Every rendezvous receive opens one window per piece, so with
@@ -116,9 +116,11 @@ TEST_P(StepSavingCollectives, ReduceToEveryRoot) {
 // 3: eager and fewer elements than ranks; 1000 / 4096: rendezvous (max eager
 // 1 KiB), divisible by P; 1001: not divisible (ring fallback for allreduce);
 // 20000 on 4 ranks: half the reduce_scatter source exceeds a 32 KiB spare.
+// 3 ranks: the direct allgather for a rank count that is no power of two.
 INSTANTIATE_TEST_SUITE_P(Sizes, StepSavingCollectives,
-                         testing::Values(Case{2, 3}, Case{2, 20000}, Case{4, 3}, Case{4, 1000}, Case{4, 1001},
-                                         Case{4, 20000}, Case{8, 4096}, Case{16, 256}),
+                         testing::Values(Case{2, 3}, Case{2, 20000}, Case{3, 3}, Case{3, 1001}, Case{4, 3},
+                                         Case{4, 1000}, Case{4, 1001}, Case{4, 20000}, Case{8, 4096},
+                                         Case{16, 256}),
                          case_name);
 
 // Rendezvous-sized blocks (4 KiB per rank and block, max eager 1 KiB): every
@@ -149,18 +151,63 @@ TEST(CollectiveSteps, AllgatherOnEightRanksTakesLog2PSteps) {
   EXPECT_EQ(f[5].read<int32_t>(kDst + 7 * n * 4, n), rank_data(7, n));
 }
 
-TEST(CollectiveSteps, ReduceScatterOnFourRanksTakesLog2PSteps) {
+// Rendezvous-sized blocks on 4 ranks: the direct allgather receives every
+// block from its owner in one step, one window per peer (recursive doubling
+// opens 2: the second step brings two blocks at once, one step later).
+TEST(CollectiveSteps, AllgatherOnFourRanksReceivesEveryBlockFromItsOwner) {
   FakeFabric f(4);
   f.configure();
-  constexpr uint32_t n = 1024;  // 4 KiB per block; half the source (8 KiB) fits a 32 KiB spare
-  for (uint32_t r = 0; r < 4; ++r) f[r].write(kSrc, rank_data(r, n * 4));
+  constexpr uint32_t n = 1001;  // 4004 bytes per rank: rendezvous
+  for (uint32_t r = 0; r < 4; ++r) f[r].write(kSrc, rank_data(r, n));
+  const auto windows = windows_during(f, [&] {
+    run_all(f, [&](uint32_t) { return std::move(CallBuilder(abi::kAllgather).count(n).addr(0, kSrc).addr(2, kDst)); });
+  });
+  for (uint32_t r = 0; r < 4; ++r) {
+    EXPECT_EQ(windows[r], 3u) << "rank " << r;
+    for (uint32_t owner = 0; owner < 4; ++owner)
+      ASSERT_EQ(f[r].read<int32_t>(kDst + uint64_t{owner} * n * 4, n), rank_data(owner, n)) << r << " " << owner;
+  }
+}
+
+TEST(CollectiveSteps, ReduceScatterOnEightRanksTakesLog2PSteps) {
+  FakeFabric f(8);
+  f.configure();
+  constexpr uint32_t n = 1024;  // 4 KiB per block; half the source (16 KiB) fits a 32 KiB spare
+  for (uint32_t r = 0; r < 8; ++r) f[r].write(kSrc, rank_data(r, n * 8));
   const auto windows = windows_during(f, [&] {
     run_all(f, [&](uint32_t) {
       return std::move(CallBuilder(abi::kReduceScatter).count(n).function(abi::kSum).addr(0, kSrc).addr(2, kDst));
     });
   });
-  for (uint32_t r = 0; r < 4; ++r) EXPECT_EQ(windows[r], 2u) << "rank " << r << " (the ring takes 3)";
-  EXPECT_EQ(f[2].read<int32_t>(kDst, n)[5], sum_over_ranks(4, 2 * n + 5));
+  for (uint32_t r = 0; r < 8; ++r) EXPECT_EQ(windows[r], 3u) << "rank " << r << " (the ring takes 7)";
+  EXPECT_EQ(f[2].read<int32_t>(kDst, n)[5], sum_over_ranks(8, 2 * n + 5));
+}
+
+// Rendezvous-sized blocks on 4 ranks: the direct reduce_scatter receives its
+// block from each peer in one step (one window per peer; recursive halving
+// opened 2 windows in 2 steps, the first for two blocks), and nothing passes
+// through spare 3.
+TEST(CollectiveSteps, ReduceScatterOnFourRanksReceivesEveryBlockFromItsPeers) {
+  FakeFabric f(4);
+  f.configure();
+  constexpr uint32_t n = 1001;  // 4004 bytes per block, three of them fit a 32 KiB spare
+  constexpr uint64_t kSpare3 = kSpareBase + 2 * kSpareStride;
+  const std::vector<int32_t> untouched(n, -7);
+  for (uint32_t r = 0; r < 4; ++r) {
+    f[r].write(kSrc, rank_data(r, n * 4));
+    f[r].write(kSpare3, untouched);
+  }
+  const auto windows = windows_during(f, [&] {
+    run_all(f, [&](uint32_t) {
+      return std::move(CallBuilder(abi::kReduceScatter).count(n).function(abi::kSum).addr(0, kSrc).addr(2, kDst));
+    });
+  });
+  for (uint32_t r = 0; r < 4; ++r) {
+    EXPECT_EQ(windows[r], 3u) << "rank " << r;
+    EXPECT_EQ(f[r].read<int32_t>(kSpare3, n), untouched) << "rank " << r;
+    const auto got = f[r].read<int32_t>(kDst, n);
+    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], sum_over_ranks(4, r * n + i)) << "rank " << r << " i " << i;
+  }
 }
 
 // The root of a 2-rank reduce reduces the peer's contribution with its source

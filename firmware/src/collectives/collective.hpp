@@ -62,6 +62,8 @@ enum Algorithm : uint32_t {
   kAlgoAlltoallPairwise,
   kAlgoAlltoallInPlace,
   kAlgoBarrierDissemination,
+  kAlgoAllgatherDirect,
+  kAlgoReduceScatterDirect,
 };
 
 // Inputs of algorithm selection; identical on every rank of a collective.
@@ -83,6 +85,9 @@ bool plan_scatter_flat(const CollArgs& args, uint32_t round, Round& out);
 bool plan_gather_flat(const CollArgs& args, uint32_t round, Round& out);
 bool plan_allgather_ring(const CollArgs& args, uint32_t round, Round& out);
 bool plan_allgather_doubling(const CollArgs& args, uint32_t round, Round& out);
+bool plan_allgather_direct(const CollArgs& args, uint32_t round, Round& out);
+// Every send and receive of the direct allgather fit in one round.
+bool allgather_direct_fits(uint32_t P);
 bool plan_reduce_flat(const CollArgs& args, uint32_t round, Round& out);
 // The root's part of the flat reduce (shared with allreduce reduce+bcast):
 // flat_reduce_at_root_rounds() rounds, the result ends in args.dst.
@@ -98,6 +103,9 @@ bool plan_reduce_scatter_ring(const CollArgs& args, uint32_t round, Round& out);
 bool plan_reduce_scatter_halving(const CollArgs& args, uint32_t round, Round& out);
 // Power-of-two P > 2 and half of the source fits a spare buffer.
 bool reduce_scatter_halving_fits(const CollArgs& args);
+bool plan_reduce_scatter_direct(const CollArgs& args, uint32_t round, Round& out);
+// P-1 blocks fit spare 1 and all transfers fit one round.
+bool reduce_scatter_direct_fits(const CollArgs& args);
 bool plan_alltoall_pairwise(const CollArgs& args, uint32_t round, Round& out);
 bool plan_alltoall_inplace(const CollArgs& args, uint32_t round, Round& out);
 bool plan_barrier_dissemination(const CollArgs& args, uint32_t round, Round& out);

@@ -94,6 +94,7 @@ bool run_plan(uint32_t algorithm, const CollArgs& args, uint32_t round, Round& o
     case kAlgoGatherFlat: return plan_gather_flat(args, round, out);
     case kAlgoAllgatherRing: return plan_allgather_ring(args, round, out);
     case kAlgoAllgatherDoubling: return plan_allgather_doubling(args, round, out);
+    case kAlgoAllgatherDirect: return plan_allgather_direct(args, round, out);
     case kAlgoReduceFlat: return plan_reduce_flat(args, round, out);
     case kAlgoReduceChain: return plan_reduce_chain(args, round, out);
     case kAlgoAllreduceRing: return plan_allreduce_ring(args, round, out);
@@ -101,6 +102,7 @@ bool run_plan(uint32_t algorithm, const CollArgs& args, uint32_t round, Round& o
     case kAlgoAllreduceHalvingDoubling: return plan_allreduce_halving_doubling(args, round, out);
     case kAlgoReduceScatterRing: return plan_reduce_scatter_ring(args, round, out);
     case kAlgoReduceScatterHalving: return plan_reduce_scatter_halving(args, round, out);
+    case kAlgoReduceScatterDirect: return plan_reduce_scatter_direct(args, round, out);
     case kAlgoAlltoallPairwise: return plan_alltoall_pairwise(args, round, out);
     case kAlgoAlltoallInPlace: return plan_alltoall_inplace(args, round, out);
     case kAlgoBarrierDissemination: return plan_barrier_dissemination(args, round, out);
