@@ -17,6 +17,7 @@
 #include <accl/device.hpp>
 #include <accl_fw/dataplane.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -40,6 +41,8 @@ class CallController {
   CallId start(const CallWords& call, std::span<const CallId> waitfor, bool ring_doorbell = true);
   // spin = false: block at once (the caller already spun or drove the firmware).
   bool wait(CallId id, std::chrono::nanoseconds timeout, bool spin = true);
+  // Lock-free for the last kRecentCalls calls started (hosts that poll call
+  // it twice per poll), else under the mutex.
   bool test(CallId id);
   // Throws std::invalid_argument for unknown ids, std::logic_error while the
   // call is still running.
@@ -117,6 +120,11 @@ class CallController {
   std::unordered_map<CallId, Entry*> far_;
   std::vector<std::unique_ptr<Entry>> storage_;  // owns every entry ever made
   std::vector<Entry*> free_;
+  // Entries of recently started calls by id % kRecentCalls (written under
+  // mutex_, read by test() without it). Entries live as long as the
+  // controller; one whose id no longer matches answers nothing.
+  static constexpr size_t kRecentCalls = 64;
+  std::array<std::atomic<Entry*>, kRecentCalls> recent_{};
   Entry* ready_head_ = nullptr;
   Entry* ready_tail_ = nullptr;
   std::atomic<size_t> ready_count_{0};

@@ -320,7 +320,7 @@ bool EmuDevice::drive_until(const CallController::Watch& call, Wakeup::Clock::ti
   // Not done: the caller blocks and the transport threads deliver from now on.
   if (!done) end_polling();
   if (budget.count() > 0) {
-    if (done && (Wakeup::Clock::now() - begin) * 2 <= budget) drive_spin_.spin_succeeded();
+    if (done && (Wakeup::Clock::now() - begin) * 2 <= budget) drive_spin_.spin_succeeded(budget);
     else if (done || end < deadline) drive_spin_.spin_failed();
   }
   return done;

@@ -136,6 +136,9 @@ void sleep_until(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleeping, R
 // late pieces sent them to the futex: 4 MiB osu_bw lost a third.)
 template <class Ready>
 bool spin_until(Ready ready, std::chrono::microseconds budget) {
+  // Usually ready at once (a small message finds room in the ring): no
+  // clock read then.
+  if (ready()) return true;
   if (budget.count() <= 0) return false;
   const auto end = Clock::now() + budget;
   for (;;) {
@@ -438,15 +441,27 @@ class ShmLink final : public Link {
 // apart) renews the lease: a poller that only looks now and then (the PMPI
 // wait loop of a rank that waits long sleeps between polls) saves no
 // hand-off worth a parked reader's periodic wake-ups; its readers go back to
-// sleeping until a sender wakes them.
+// sleeping until a sender wakes them. While the lease runs, only every
+// kPollsPerClockRead-th poll reads the clock (a clock read costs as much as
+// the rest of an empty poll); the gap then counts as the average over the
+// polls since the last read, and the lease starts at most that many polls
+// late (far below its length).
 class PollActivity {
  public:
   explicit PollActivity(std::chrono::microseconds lease) : lease_ns_(std::chrono::nanoseconds(lease).count()) {}
   void touch() {
+    // Relaxed loads and stores, no read-modify-write: racing pollers only
+    // blur the count.
+    const uint32_t untimed = untimed_polls_.load(std::memory_order_relaxed);
+    if (untimed + 1 < kPollsPerClockRead && last_ns_.load(std::memory_order_relaxed) != kNever) {
+      untimed_polls_.store(untimed + 1, std::memory_order_relaxed);
+      return;
+    }
+    untimed_polls_.store(0, std::memory_order_relaxed);
     const int64_t now = now_ns();
     const int64_t previous = last_poll_ns_.load(std::memory_order_relaxed);
     last_poll_ns_.store(now, std::memory_order_relaxed);  // racing pollers: either time will do
-    if (now - previous <= kHotPollGapNs) last_ns_.store(now, std::memory_order_relaxed);
+    if (now - previous <= kHotPollGapNs * (int64_t{untimed} + 1)) last_ns_.store(now, std::memory_order_relaxed);
   }
   // seq_cst: pairs with a parking reader (parked_ store, then remaining()).
   void end() { last_ns_.store(kNever, std::memory_order_seq_cst); }
@@ -461,12 +476,14 @@ class PollActivity {
  private:
   static constexpr int64_t kNever = INT64_MIN;
   static constexpr int64_t kHotPollGapNs = 50'000;
+  static constexpr uint32_t kPollsPerClockRead = 8;
   static int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
   }
   const int64_t lease_ns_;
   std::atomic<int64_t> last_ns_{kNever};  // lease start; relaxed: a hint, parked readers also wake on every event
   std::atomic<int64_t> last_poll_ns_{kNever / 2};  // any poll (kNever / 2: no overflow in now - previous)
+  std::atomic<uint32_t> untimed_polls_{0};  // polls since the last clock read
 };
 
 // One inbound ring, consumed by its reader thread or by a host thread's
@@ -519,6 +536,10 @@ class InboundRing {
   // Delivers up to kMaxPollMessages messages that are completely in the
   // ring; see the class comment. True when it delivered one.
   bool poll() {
+    // Most polls find the ring empty: say so without the lock. A message
+    // published right after this check is taken by the next poll (or by the
+    // reader once the polls stop).
+    if (ctl_.head.load(std::memory_order_acquire) == ctl_.tail.load(std::memory_order_acquire)) return false;
     std::unique_lock lock(consumer_mutex_, std::try_to_lock);
     if (!lock.owns_lock() || ended_) return false;
     bool delivered = false;
@@ -684,6 +705,68 @@ class InboundRing {
   std::thread thread_;
 };
 
+// The rings host threads poll. The control thread adds and removes rings
+// now and then; host threads read the list on every poll, so they read a
+// published snapshot without taking a lock. A replaced snapshot is freed once
+// no poll that may have loaded it still runs: each poll counts itself in one
+// of two counters, chosen by the phase it reads first. A writer publishes the
+// new snapshot and then, for each counter in turn, flips the phase away from
+// it and waits until it drains. A poll holding the old snapshot counted
+// itself before the publication, hence before either wait; polls that start
+// meanwhile count in the other counter, so the waits end even while polls
+// keep overlapping.
+class PollableRings {
+ public:
+  using List = std::vector<std::shared_ptr<InboundRing>>;
+
+  PollableRings() : current_(new List) {}
+  ~PollableRings() { delete current_.load(std::memory_order_acquire); }
+  PollableRings(const PollableRings&) = delete;
+  PollableRings& operator=(const PollableRings&) = delete;
+
+  template <class F>
+  void for_each(F&& f) {
+    const unsigned phase = phase_.load(std::memory_order_seq_cst) & 1;
+    readers_[phase].fetch_add(1, std::memory_order_seq_cst);
+    const List* list = current_.load(std::memory_order_seq_cst);
+    for (const auto& ring : *list) f(*ring);
+    readers_[phase].fetch_sub(1, std::memory_order_release);
+  }
+
+  void add(std::shared_ptr<InboundRing> ring) {
+    std::lock_guard lock(writer_mutex_);
+    auto next = std::make_unique<List>(*current_.load(std::memory_order_relaxed));
+    next->push_back(std::move(ring));
+    replace(std::move(next));
+  }
+  void remove(const InboundRing* ring) {
+    std::lock_guard lock(writer_mutex_);
+    auto next = std::make_unique<List>(*current_.load(std::memory_order_relaxed));
+    std::erase_if(*next, [ring](const std::shared_ptr<InboundRing>& r) { return r.get() == ring; });
+    replace(std::move(next));
+  }
+  void clear() {
+    std::lock_guard lock(writer_mutex_);
+    replace(std::make_unique<List>());
+  }
+
+ private:
+  // writer_mutex_ held.
+  void replace(std::unique_ptr<List> next) {
+    std::unique_ptr<List> old(current_.exchange(next.release(), std::memory_order_seq_cst));
+    for (int flip = 0; flip < 2; ++flip) {
+      const unsigned drained = phase_.fetch_add(1, std::memory_order_seq_cst) & 1;
+      // Polls are short (a bounded number of messages per ring).
+      while (readers_[drained].load(std::memory_order_acquire) != 0) std::this_thread::yield();
+    }
+  }
+
+  std::mutex writer_mutex_;  // serializes add / remove / clear
+  std::atomic<List*> current_;
+  std::atomic<unsigned> phase_{0};
+  std::atomic<int> readers_[2] = {0, 0};
+};
+
 // ---- transport ------------------------------------------------------------
 
 class ShmTransport final : public Transport {
@@ -747,16 +830,14 @@ class ShmTransport final : public Transport {
 
   bool poll() override {
     polls_.touch();
-    std::lock_guard lock(pollable_mutex_);
     bool delivered = false;
-    for (const auto& ring : pollable_) delivered = ring->poll() || delivered;
+    pollable_.for_each([&](InboundRing& ring) { delivered = ring.poll() || delivered; });
     return delivered;
   }
 
   void end_polling() override {
     polls_.end();
-    std::lock_guard lock(pollable_mutex_);
-    for (const auto& ring : pollable_) ring->unpark();
+    pollable_.for_each([](InboundRing& ring) { ring.unpark(); });
   }
 
   void stop() override {
@@ -771,10 +852,7 @@ class ShmTransport final : public Transport {
     if (control_thread_.joinable()) control_thread_.join();
     // The control thread is gone: the rings are ours now. No poll() may
     // reach the sink once stop() returns.
-    {
-      std::lock_guard lock(pollable_mutex_);
-      pollable_.clear();
-    }
+    pollable_.clear();
     for (auto& [fd, ring] : rings_) ring->request_stop();
     for (auto& [fd, ring] : rings_) ring->join();
     rings_.clear();  // closes control sockets: senders see the hang-up
@@ -785,11 +863,6 @@ class ShmTransport final : public Transport {
   }
 
  private:
-  void forget_pollable(const InboundRing* ring) {
-    std::lock_guard lock(pollable_mutex_);
-    std::erase_if(pollable_, [ring](const std::shared_ptr<InboundRing>& r) { return r.get() == ring; });
-  }
-
   void watch(int fd, uint32_t events) {
     epoll_event ev{};
     ev.events = events;
@@ -964,10 +1037,7 @@ class ShmTransport final : public Transport {
       ring->peer_gone();
     }
     ACCL_LOG_DEBUG("shm: accepted link {} -> {}", format_address(from), format_address(local_));
-    {
-      std::lock_guard lock(pollable_mutex_);
-      pollable_.push_back(ring);
-    }
+    pollable_.add(ring);
     rings_.emplace(fd, std::move(ring));
   }
 
@@ -996,7 +1066,7 @@ class ShmTransport final : public Transport {
     for (auto it = rings_.begin(); it != rings_.end();) {
       if (it->second->finished()) {
         ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, it->first, nullptr);
-        forget_pollable(it->second.get());
+        pollable_.remove(it->second.get());
         it = rings_.erase(it);
       } else {
         ++it;
@@ -1030,8 +1100,7 @@ class ShmTransport final : public Transport {
   std::map<int, std::shared_ptr<InboundRing>> rings_;
 
   // The rings host threads poll (the control thread adds and removes them).
-  std::mutex pollable_mutex_;
-  std::vector<std::shared_ptr<InboundRing>> pollable_;
+  PollableRings pollable_;
 };
 
 }  // namespace

@@ -46,7 +46,7 @@ bool spin_until(SpinBudget& budget, std::chrono::steady_clock::time_point deadli
   while (now < end) {
     if (done()) {
       // Count it as a hit only if it came in the first half of the budget.
-      if ((now - start) * 2 <= spin) budget.spin_succeeded();
+      if ((now - start) * 2 <= spin) budget.spin_succeeded(spin);
       else budget.spin_failed();
       return true;
     }

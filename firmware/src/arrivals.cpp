@@ -133,6 +133,7 @@ void record_link_failure(Fw& fw, const Arrival& a) {
     if (!fw.st.failed_links[i].used) slot = &fw.st.failed_links[i];
   }
   if (slot == nullptr) slot = &fw.st.failed_links[a.peer_port % kMaxFailedLinks];  // table full: reuse one
+  if (!slot->used) ++fw.st.failed_link_count;
   slot->used = true;
   slot->ip = a.peer_ip;
   slot->port = a.peer_port;
@@ -353,9 +354,9 @@ void consume_arrival(Fw& fw, uint32_t index) {
 }
 
 uint32_t peer_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t peer) {
-  bool any_failed = false;
-  for (const auto& l : fw.st.failed_links) any_failed = any_failed || l.used;
-  if (!any_failed) return 0;
+  // Asked for every pending peer operation on every pass: answer the usual
+  // case (no failed link) without scanning the table.
+  if (fw.st.failed_link_count == 0) return 0;
   const uint32_t first = peer == abi::kRankAny ? 0 : peer;
   const uint32_t last = peer == abi::kRankAny ? comm_size : peer + 1;
   for (uint32_t r = first; r < last; ++r) {
@@ -370,7 +371,10 @@ uint32_t peer_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t pe
 
 void forget_link_failure(Fw& fw, uint32_t ip, uint32_t port) {
   for (auto& l : fw.st.failed_links) {
-    if (l.used && l.ip == ip && l.port == port) l.used = false;
+    if (l.used && l.ip == ip && l.port == port) {
+      l.used = false;
+      --fw.st.failed_link_count;
+    }
   }
 }
 

@@ -228,6 +228,10 @@ class ControlProgramState {
   uint64_t next_arrival_order;
   uint32_t next_rid;
   uint64_t work_counter;  // bumped by every action; "no change" means idle
+  // Deadline checks (expire_calls) skipped by idle passes since the last
+  // one, and the nearest deadline that check found.
+  uint32_t idle_passes_unchecked;
+  uint64_t nearest_deadline_ns;
   bool arrivals_full_reported;  // the "arrival table full" warning is logged once per episode
 
   // pending calls in issue order: order[0..ncalls) index into calls
@@ -249,6 +253,7 @@ class ControlProgramState {
 
   impl::CommEntry comms[impl::kMaxComms];
   impl::FailedLink failed_links[impl::kMaxFailedLinks];
+  uint32_t failed_link_count;  // entries of failed_links in use
 };
 
 }  // namespace accl::fw

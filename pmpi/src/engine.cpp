@@ -191,7 +191,7 @@ PollPacer::PollPacer() : start_(std::chrono::steady_clock::now()), budget_(g_pol
 PollPacer::~PollPacer() {
   if (rounds_ == 0) return;  // done at once: says nothing about spinning
   const bool early = !spun_out_ && (std::chrono::steady_clock::now() - start_) * 2 <= budget_;
-  if (early) g_poll_spin.spin_succeeded();
+  if (early) g_poll_spin.spin_succeeded(budget_);
   else g_poll_spin.spin_failed();
 }
 

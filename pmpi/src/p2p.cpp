@@ -70,7 +70,6 @@
 #include <cstddef>
 #include <cstring>
 #include <deque>
-#include <functional>
 
 namespace accl::pmpi {
 
@@ -93,6 +92,13 @@ uint64_t inline_limit() {
   return eager <= kHeaderBytes ? 0 : std::min<uint64_t>(sizeof(Envelope::data), eager - kHeaderBytes);
 }
 
+// Copies what an envelope carries: its header and inline bytes. The rest of
+// the 4 KiB struct holds nothing, and copying it whole (twice per receive)
+// cost more than the rest of matching a small message.
+void copy_envelope(Envelope& to, const Envelope& from) {
+  std::memmove(&to, &from, kHeaderBytes + std::min<size_t>(from.inline_bytes, sizeof from.data));
+}
+
 unsigned envelope_words(const Envelope& e) {
   return static_cast<unsigned>((kHeaderBytes + e.inline_bytes + 3) / 4);
 }
@@ -107,11 +113,23 @@ constexpr int kNumClasses = 4;
 constexpr int kSlotBudget[kNumClasses] = {0, 16, 24, 8};
 int g_on_device[kNumClasses] = {0, 0, 0, 0};
 int g_early_reserved = 0;  // early sends decided (envelope built) and not finished
+// One queued device call: a plain send or receive of `words` int32 words
+// (a description rather than a closure: no allocation per call).
 struct DevOp {
   ShadowReq* r;
   uint8_t index;        // which r->r[] receives the device request
   bool reply_after;     // a payload receive: queue the reply once it is on the device
-  std::function<RequestPtr()> issue;
+  bool send;            // send to / receive from `peer`
+  BaseBuffer* buf;
+  unsigned words;
+  unsigned peer;
+  uint32_t tag;
+  communicatorId comm;
+  RequestPtr issue() const {
+    ACCL& accl = *state().accl;
+    return send ? accl.send(*buf, words, peer, tag, comm, false, dataType::none, true)
+                : accl.recv(*buf, words, peer, tag, comm, false, dataType::none, true);
+  }
 };
 std::deque<DevOp> g_ops[kNumClasses];
 std::vector<CommState*> g_active;    // comms with an envelope pull outstanding
@@ -143,8 +161,9 @@ BaseBuffer& ctl_buffer(ShadowReq* r) {
   return *r->ctl_buf;
 }
 
-void queue_op(ShadowReq* r, uint8_t index, OpClass cls, bool reply_after, std::function<RequestPtr()> issue) {
-  g_ops[cls].push_back(DevOp{r, index, reply_after, std::move(issue)});
+void queue_op(ShadowReq* r, uint8_t index, OpClass cls, bool reply_after, bool send, BaseBuffer* buf, unsigned words,
+              unsigned peer, uint32_t tag, communicatorId comm) {
+  g_ops[cls].push_back(DevOp{r, index, reply_after, send, buf, words, peer, tag, comm});
   ++r->queued_ops;
   flight_add(r);
 }
@@ -216,8 +235,7 @@ void queue_reply(ShadowReq* r) {
   const unsigned to = static_cast<unsigned>(r->env.src);
   const communicatorId id = r->cs->id;
   BaseBuffer* b = &ctl_buffer(r);
-  queue_op(r, 1, kLocal, false,
-           [b, to, id] { return state().accl->send(*b, kHeaderBytes / 4, to, kEnvTag, id, false, dataType::none, true); });
+  queue_op(r, 1, kLocal, false, true, b, kHeaderBytes / 4, to, kEnvTag, id);
 }
 
 void queue_payload_recv(ShadowReq* r, bool reply_after) {
@@ -226,9 +244,7 @@ void queue_payload_recv(ShadowReq* r, bool reply_after) {
   const unsigned from = static_cast<unsigned>(r->env.src);
   const uint32_t seq = r->env.seq;
   const communicatorId id = r->cs->id;
-  queue_op(r, 0, kRemote, reply_after, [b, words, from, seq, id] {
-    return state().accl->recv(*b, words, from, seq, id, false, dataType::none, true);
-  });
+  queue_op(r, 0, kRemote, reply_after, false, b, words, from, seq, id);
 }
 
 // Issues queued point-to-point device calls while their class has budget.
@@ -259,7 +275,7 @@ void pump_ops() {
 
 // Hands a matched message to receive request `r`.
 void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_data, ShadowReq* self_sync) {
-  r->env = e;
+  copy_envelope(r->env, e);
   const uint64_t cap = bytes_of(r->count, r->type);
   const bool truncated = e.bytes > cap;
   const uint64_t take = truncated ? cap : e.bytes;
@@ -350,9 +366,7 @@ void reply_in(CommState* cs, const Envelope& e) {
       const unsigned to = static_cast<unsigned>(r->peer);
       const uint32_t seq = r->env.seq;
       const communicatorId id = cs->id;
-      queue_op(r, 1, kLocal, false, [b, words, to, seq, id] {
-        return state().accl->send(*b, words, to, seq, id, false, dataType::none, true);
-      });
+      queue_op(r, 1, kLocal, false, true, b, words, to, seq, id);
     }
     return;
   }
@@ -415,7 +429,8 @@ int progress_comm(CommState* cs) {
       code = error_code_from_current_exception(Call::Recv, &text);
     }
     if (!done && !failed) break;
-    const Envelope e = *cs->pull_env;
+    Envelope e;
+    copy_envelope(e, *cs->pull_env);
     cs->pull.reset();
     ++released;
     if (code != MPI_SUCCESS) {
@@ -627,9 +642,7 @@ void p2p_start_send(ShadowReq* r) {
   const communicatorId id = cs->id;
   BaseBuffer* env = &env_buffer(r);
   const unsigned env_words = envelope_words(e);
-  queue_op(r, 0, kLocal, false, [env, env_words, peer, id] {
-    return state().accl->send(*env, env_words, peer, kEnvTag, id, false, dataType::none, true);
-  });
+  queue_op(r, 0, kLocal, false, true, env, env_words, peer, kEnvTag, id);
   if (payload != 0) {
     BaseBuffer* b = &r->held.wrap(src, payload / 4, dataType::int32);
     r->payload_buf = b;
@@ -637,9 +650,7 @@ void p2p_start_send(ShadowReq* r) {
       const uint32_t tag = e.seq;
       const unsigned words = static_cast<unsigned>(payload / 4);
       if (early) ++g_early_reserved;
-      queue_op(r, 1, early ? kEarly : kLocal, false, [b, words, peer, tag, id] {
-        return state().accl->send(*b, words, peer, tag, id, false, dataType::none, true);
-      });
+      queue_op(r, 1, early ? kEarly : kLocal, false, true, b, words, peer, tag, id);
     }
   }
   if (rndv || r->mode == SendMode::sync) {

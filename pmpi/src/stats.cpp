@@ -59,12 +59,14 @@ void fallback_policy(Call call, Reason reason, uint64_t bytes) {
 }
 
 CallScope::CallScope(Call call, bool account) : call_(call), on_(account && state().observe) {
-  if (on_) start_ = std::chrono::steady_clock::now();
+  // Only stats and trace report the duration: a fallback policy alone
+  // (ACCL_FALLBACK=warn/error) need not pay two clock reads per call.
+  if (on_ && (state().s.stats || state().s.trace)) start_ = std::chrono::steady_clock::now();
 }
 
 CallScope::~CallScope() {
   State& st = state();
-  if (!on_) return;
+  if (!on_ || !(st.s.stats || st.s.trace)) return;
   const uint64_t ns = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
   if (st.s.stats) stats_record(call_, reason_, bytes_, ns);

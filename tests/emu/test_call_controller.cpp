@@ -207,6 +207,43 @@ TEST(EmuCallController, NoAllocationPerCallOnceWarm) {
   EXPECT_EQ(allocations.count(), 0u);
 }
 
+// test() answers recent calls without the lock: the answer must match the
+// locked one for calls whose slot in the recent table was taken by a later
+// call (ids 64 apart), for released calls whose entry was reused, and ids
+// never started must still be refused.
+TEST(EmuCallController, TestAnswersRecentOlderAndReusedCalls) {
+  auto d = make_device();
+  auto& dp = d->dataplane();
+  constexpr int kCalls = 300;
+  std::vector<CallId> ids;
+  for (int i = 0; i < kCalls; ++i) ids.push_back(d->start(call(abi::kNop, static_cast<uint32_t>(i)), {}));
+  std::vector<bool> finished(kCalls, false);
+  fw::Call c;
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_TRUE(dp.pop_call(c));
+    if (i % 3 != 1) {  // leave every third call running
+      dp.finish_call(c.id, 0, 0);
+      finished[static_cast<size_t>(i)] = true;
+    }
+  }
+  for (int i = 0; i < kCalls; ++i) EXPECT_EQ(d->test(ids[static_cast<size_t>(i)]), finished[static_cast<size_t>(i)]) << "call " << i;
+  // Released calls hand their entries to new calls: the new calls are not
+  // done, the released ones still count as done.
+  for (int i = 0; i < kCalls; ++i)
+    if (finished[static_cast<size_t>(i)]) d->release(ids[static_cast<size_t>(i)]);
+  std::vector<CallId> later;
+  for (int i = 0; i < 100; ++i) later.push_back(d->start(call(abi::kNop), {}));
+  for (CallId id : later) EXPECT_FALSE(d->test(id));
+  for (int i = 0; i < kCalls; ++i) EXPECT_EQ(d->test(ids[static_cast<size_t>(i)]), finished[static_cast<size_t>(i)]) << "call " << i;
+  EXPECT_THROW(d->test(0), std::invalid_argument);
+  EXPECT_THROW(d->test(later.back() + 1), std::invalid_argument);
+  for (size_t i = 0; i < later.size(); ++i) {
+    ASSERT_TRUE(dp.pop_call(c));
+    dp.finish_call(c.id, 0, 0);
+  }
+  for (CallId id : later) EXPECT_TRUE(d->test(id));
+}
+
 // A call kept unreleased while many later calls come and go stays findable
 // (the id ring stops growing and moves it aside) and completes normally.
 TEST(EmuCallController, LongLivedCallAmongManyOthers) {

@@ -66,5 +66,36 @@ TEST(EmuWakeup, RingDuringTheIdlePassStillWakes) {
   EXPECT_LT(wait_time(w, firmware_seen, 5s), 1s);
 }
 
+// The spin policy all waits share (accl/spin.hpp). A budget that collapsed
+// (waits outlasted it) must come back in full once a probe with the full
+// budget succeeds: doubling the collapsed budget gave 1 us, which a round
+// trip of a few microseconds never beats, so the budget stayed at zero and
+// every wait yielded for the rest of the run.
+TEST(EmuWakeup, SpinBudgetComesBackAfterASuccessfulProbe) {
+  SpinBudget budget(50us);
+  EXPECT_EQ(budget.next(), 50us);
+  for (int i = 0; i < 20; ++i) budget.spin_failed();
+  // Collapsed: waits block at once, except the probe every 64th wait.
+  std::chrono::nanoseconds probe{0};
+  int waits = 0;
+  for (; waits < 64 && probe == 0ns; ++waits) {
+    const auto b = budget.next();
+    if (b > 0ns) probe = b;
+  }
+  ASSERT_EQ(probe, 50us) << "no probe within 64 waits";
+  // The probe's wait ended early in its spin: spinning pays again.
+  budget.spin_succeeded(probe);
+  EXPECT_EQ(budget.next(), 50us);
+  // A 2 us round trip keeps it there; misses still halve it to zero.
+  budget.spin_succeeded(50us);
+  EXPECT_EQ(budget.next(), 50us);
+  budget.spin_failed();
+  EXPECT_EQ(budget.next(), 25us);
+  for (int i = 0; i < 10; ++i) budget.spin_failed();
+  int spins = 0;
+  for (int i = 0; i < 63; ++i) spins += budget.next() > 0ns ? 1 : 0;
+  EXPECT_LE(spins, 1) << "a collapsed budget probes once per 64 waits";
+}
+
 }  // namespace
 }  // namespace accl::emu

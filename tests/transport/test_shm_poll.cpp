@@ -223,5 +223,81 @@ TEST(ShmPoll, LinkEndIsReportedOnceAfterPolledMessages) {
   EXPECT_EQ(p.sink.failures().size(), 1u);
 }
 
+TEST(ShmPoll, PollsRaceWithRingsComingAndGoing) {
+  // Host threads read the list of polled rings without a lock while the
+  // control thread adds a ring per new link and removes it once the link
+  // ended. Links come and go under continuous polls from two threads: every
+  // message arrives once, every link end is reported once, and (under the
+  // sanitizers) no poll touches a list or ring that was freed.
+  ShmTuning tuning;
+  tuning.poll_lease = std::chrono::microseconds(500);
+  RecordingSink sink;
+  auto receiver = make_shm_transport(options(), tuning);
+  receiver->start(sink);
+  std::atomic<bool> polling{true};
+  std::atomic<unsigned> polls{0};
+  auto poll_loop = [&](unsigned pause_every) {
+    unsigned n = 0;
+    while (polling.load()) {
+      receiver->poll();
+      polls.fetch_add(1);
+      if (++n % pause_every == 0) {
+        receiver->end_polling();
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+  };
+  std::thread poller_a(poll_loop, 499u);
+  std::thread poller_b(poll_loop, 1499u);
+  struct StopPollers {
+    std::atomic<bool>& polling;
+    std::thread& a;
+    std::thread& b;
+    ~StopPollers() {
+      polling = false;
+      a.join();
+      b.join();
+    }
+  } stop_pollers{polling, poller_a, poller_b};
+
+  constexpr uint32_t kLinks = 12;
+  constexpr uint32_t kMessagesPerLink = 20;
+  for (uint32_t l = 0; l < kLinks; ++l) {
+    RecordingSink sender_sink;
+    auto sender = make_shm_transport(options(), tuning);
+    sender->start(sender_sink);
+    auto link = sender->connect(receiver->local_address(), in(5000ms));
+    ASSERT_NE(link, nullptr) << "link " << l;
+    for (uint32_t i = 0; i < kMessagesPerLink; ++i) {
+      const uint32_t seed = l * 1000 + i;
+      PatternWriter w(seed, (seed * 37) % 3000);
+      ASSERT_EQ(link->send(make_header((seed * 37) % 3000, seed), w, in(5000ms)), 0u) << "message " << seed;
+    }
+    // Ends the link: its reader finishes and the control thread drops the
+    // ring from the polled list while the pollers keep going.
+    link.reset();
+    sender->stop();
+    ASSERT_TRUE(sink.wait_messages(size_t{(l + 1) * kMessagesPerLink}, 5000ms)) << "link " << l;
+  }
+  const auto end = Clock::now() + 10s;
+  while (sink.failures().size() < kLinks && Clock::now() < end) std::this_thread::sleep_for(1ms);
+  std::this_thread::sleep_for(100ms);  // the control thread sweeps the ended rings; a duplicate would show up
+  EXPECT_GT(polls.load(), 0u);
+  EXPECT_EQ(sink.failures().size(), size_t{kLinks});
+  const auto messages = sink.messages();
+  ASSERT_EQ(messages.size(), size_t{kLinks * kMessagesPerLink});
+  std::vector<int> seen(kLinks * 1000, 0);
+  for (const auto& m : messages) {
+    ASSERT_LT(m.header.tag, kLinks * 1000);
+    ++seen[m.header.tag];
+    EXPECT_EQ(m.status, 0u);
+    EXPECT_EQ(check_pattern(m.data, m.header.tag), std::string::npos) << "message " << m.header.tag;
+  }
+  for (uint32_t l = 0; l < kLinks; ++l)
+    for (uint32_t i = 0; i < kMessagesPerLink; ++i) EXPECT_EQ(seen[l * 1000 + i], 1) << "message " << l * 1000 + i;
+  polling = false;
+  receiver->stop();
+}
+
 }  // namespace
 }  // namespace accl::emu::test

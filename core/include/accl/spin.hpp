@@ -28,11 +28,14 @@ inline void cpu_relax() {
 // on another core; with more busy threads than cores (4+ ranks on 2 cores:
 // each rank has a host and a firmware thread) a spin runs out in vain and
 // steals the core from the very thread we wait for. So: a spin that ends
-// with the event doubles the budget (up to the configured maximum), one that
-// runs out halves it, down to zero (block at once); every 64th wait probes
-// with the full budget so spinning comes back when cores free up. An event
-// that arrives only late in the spin counts as a miss too: under
-// oversubscription the event is late *because* we hold the core.
+// with the event doubles the budget it had (up to the configured maximum),
+// one that runs out halves it, down to zero (block at once); every 64th wait
+// probes with the full budget so spinning comes back when cores free up (a
+// probe that succeeds keeps the full budget: doubling the collapsed budget
+// instead gave 1 us, which a round trip of a few microseconds outlasts, so
+// spinning never came back). An event that arrives only late in the spin
+// counts as a miss too: under oversubscription the event is late *because*
+// we hold the core.
 class SpinBudget {
  public:
   explicit SpinBudget(std::chrono::nanoseconds max) : max_(max.count()), budget_(max.count()) {}
@@ -42,9 +45,9 @@ class SpinBudget {
     if (b < max_ && (waits_.fetch_add(1, std::memory_order_relaxed) & 63) == 0) b = max_;
     return std::chrono::nanoseconds(b);
   }
-  void spin_succeeded() {
-    int64_t b = budget_.load(std::memory_order_relaxed);
-    budget_.store(std::min(max_, std::max<int64_t>(2 * b, 1000)), std::memory_order_relaxed);
+  // `used`: the budget this wait had (what next() returned).
+  void spin_succeeded(std::chrono::nanoseconds used) {
+    budget_.store(std::min(max_, std::max<int64_t>(2 * used.count(), 1000)), std::memory_order_relaxed);
   }
   void spin_failed() {
     int64_t b = budget_.load(std::memory_order_relaxed) / 2;

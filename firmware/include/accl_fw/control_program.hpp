@@ -36,7 +36,10 @@ class ControlProgram {
 
   struct PollResult {
     bool progressed;            // something changed: poll again before sleeping
-    uint64_t next_deadline_ns;  // when a pending call times out (DataPlane::now_ns clock)
+    // When a pending call times out (DataPlane::now_ns clock). Idle passes
+    // check deadlines only now and then: a deadline already past means
+    // "poll again", the pass that checks ends the call.
+    uint64_t next_deadline_ns;
   };
   // Power-on initialisation only (what run() does first).
   void power_on();
