@@ -23,8 +23,8 @@
 // payload piece and then piece by piece (at most max_piece_bytes), so
 // payloads larger than the ring stream through it while the reader copies
 // out of it into the sink's memory. Waiting spins for ACCL_EMU_SPIN_US, then
-// sleeps on a shared futex word with a bounded timeout. Host threads that wait for a call may consume complete messages
-// themselves (Transport::poll; see InboundRing and PollActivity below).
+// sleeps on a shared futex word with a bounded timeout. Host threads that wait for a call may consume messages
+// themselves, also ones still streaming in (Transport::poll; see InboundRing and PollActivity below).
 #include "transport_common.hpp"
 
 #include <accl/spin.hpp>
@@ -509,9 +509,10 @@ class PollActivity {
 // order. poll() never waits for long: it takes complete messages, and a
 // message still streaming in as long as its pieces keep arriving within the
 // spin budget (a fused reduce+send or a large copy produces them back to
-// back); when the sender falls behind, the poller leaves the rest to the
-// reader thread (unpark) instead of waiting. Kernel-stream messages (they
-// may wait for room) and the end of the link are the reader's.
+// back); when the sender falls behind, the poll returns and the next poll
+// carries on, or the reader thread once the polls end. Kernel-stream
+// messages (they may wait for room) and the end of the link are the
+// reader's.
 class InboundRing {
  public:
   InboundRing(std::shared_ptr<Mapping> mapping, UniqueFd control, NetAddress from, Sink& sink,
@@ -556,8 +557,11 @@ class InboundRing {
   }
 
   // Delivers up to kMaxPollMessages messages; see the class comment. True
-  // when it delivered one.
-  bool poll() {
+  // when it delivered one. `leased`: the caller holds a poll lease (it polls
+  // again or ends the polls); otherwise (a sender waiting for room) a
+  // message it leaves half consumed goes to the reader at once, even if
+  // another poller's stale lease keeps the reader parked.
+  bool poll(bool leased = true) {
     std::unique_lock lock(consumer_mutex_, std::try_to_lock);
     if (!lock.owns_lock() || ended_) return false;
     bool delivered = false;
@@ -582,6 +586,10 @@ class InboundRing {
         // The sender fell behind: the next poll carries on from here, or
         // the reader thread once the polls stop (end_polling or the end of
         // their lease).
+        if (!leased) {
+          lock.unlock();
+          unpark();
+        }
         break;
       }
       end_current(0);
@@ -859,8 +867,10 @@ class ShmTransport final : public Transport, private InboundProgress {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t ignored = ::write(wake_fd_.get(), &one, sizeof one);
     if (control_thread_.joinable()) control_thread_.join();
-    // The control thread is gone: the rings are ours now. No poll() may
-    // reach the sink once stop() returns.
+    // The control thread is gone: the rings are ours now. No poll() (nor a
+    // sender's poll_inbound()) may reach the sink once stop() returns; a
+    // send still waiting for room is ended by close_all() below, which waits
+    // for it to leave, so no link uses this transport after stop().
     {
       std::lock_guard lock(pollable_mutex_);
       pollable_.clear();
@@ -878,7 +888,7 @@ class ShmTransport final : public Transport, private InboundProgress {
   bool poll_inbound() override {
     std::lock_guard lock(pollable_mutex_);
     bool delivered = false;
-    for (const auto& ring : pollable_) delivered = ring->poll() || delivered;
+    for (const auto& ring : pollable_) delivered = ring->poll(/*leased=*/false) || delivered;
     return delivered;
   }
 

@@ -287,11 +287,13 @@ TEST(ShmPoll, RevokedWhileThePollerStreamsLeavesTheDestinationUnchanged) {
 }
 
 TEST(ShmPoll, HostsSendingMessagesLargerThanTheRingToEachOtherAtOnce) {
-  // Two transports, each sending the other a message four times its ring
-  // while their readers are parked by a poll lease that nobody renews
-  // (both host threads are inside send): each sender must free the other's
-  // ring while it waits for room in its own (it consumes its inbound rings,
-  // or hands them to its readers before it sleeps), not wait out the lease.
+  // Two host threads, each polling its own transport (so its readers park)
+  // and then sending the other a message four times the ring, as the
+  // exchange of an allreduce does; afterwards each polls until the other's
+  // message arrived, then ends its polls. Nobody polls while both are inside
+  // send(): each sender must free the other's ring while it waits for room
+  // in its own, or hand its rings to its readers before it sleeps, instead
+  // of both waiting out the lease (which here outlasts the send deadline).
   ShmTuning tuning;
   tuning.ring_bytes = 64 << 10;
   tuning.max_piece_bytes = 16 << 10;
@@ -305,47 +307,38 @@ TEST(ShmPoll, HostsSendingMessagesLargerThanTheRingToEachOtherAtOnce) {
   auto b_to_a = b->connect(a->local_address(), in(5000ms));
   ASSERT_NE(a_to_b, nullptr);
   ASSERT_NE(b_to_a, nullptr);
-  // Hand-shake both ways with a small message each, taken by polls; then
-  // the readers park.
-  PatternWriter first_a(100, 64), first_b(200, 64);
-  ASSERT_EQ(a_to_b->send(make_header(64, 100), first_a, in(5000ms)), 0u);
-  ASSERT_EQ(b_to_a->send(make_header(64, 200), first_b, in(5000ms)), 0u);
-  const auto until = Clock::now() + 5s;
-  while ((sink_a.message_count() < 1 || sink_b.message_count() < 1) && Clock::now() < until) {
-    a->poll();
-    b->poll();
-  }
-  ASSERT_EQ(sink_a.message_count(), 1u);
-  ASSERT_EQ(sink_b.message_count(), 1u);
-  for (int i = 0; i < 3; ++i) {
-    a->poll();
-    b->poll();
-  }
-  std::this_thread::sleep_for(100ms);  // both readers park
   constexpr uint32_t kBytes = 256 << 10;
+  std::atomic<int> ready{0};
+  auto host = [&](Transport& self, RecordingSink& own_sink, Link& out, uint32_t seed, uint32_t& rc, bool& got) {
+    for (int i = 0; i < 3; ++i) self.poll();  // hot polls: our readers park
+    ready.fetch_add(1);
+    while (ready.load() < 2) self.poll();
+    std::this_thread::sleep_for(20ms);  // both readers are parked by now
+    PatternWriter w(seed, kBytes);
+    rc = out.send(make_header(kBytes, seed), w, in(15000ms));
+    const auto until = Clock::now() + 15s;
+    while (own_sink.message_count() < 1 && Clock::now() < until) self.poll();
+    got = own_sink.message_count() == 1;
+    self.end_polling();
+  };
   uint32_t rc_a = 0xFFFFFFFFu, rc_b = 0xFFFFFFFFu;
-  const auto begun = Clock::now();
-  std::thread ta([&] {
-    PatternWriter w(1, kBytes);
-    rc_a = a_to_b->send(make_header(kBytes, 1), w, in(20000ms));
-  });
-  std::thread tb([&] {
-    PatternWriter w(2, kBytes);
-    rc_b = b_to_a->send(make_header(kBytes, 2), w, in(20000ms));
-  });
+  bool got_a = false, got_b = false;
+  std::thread ta([&] { host(*a, sink_a, *a_to_b, 1, rc_a, got_a); });
+  std::thread tb([&] { host(*b, sink_b, *b_to_a, 2, rc_b, got_b); });
   ta.join();
   tb.join();
   EXPECT_EQ(rc_a, 0u);
   EXPECT_EQ(rc_b, 0u);
-  EXPECT_LT(Clock::now() - begun, 10s);
-  ASSERT_TRUE(sink_a.wait_messages(2, 10000ms));
-  ASSERT_TRUE(sink_b.wait_messages(2, 10000ms));
-  const auto got_a = sink_a.messages();
-  const auto got_b = sink_b.messages();
-  EXPECT_EQ(got_b[1].status, 0u);
-  EXPECT_EQ(got_a[1].status, 0u);
-  EXPECT_EQ(check_pattern(got_b[1].data, 1), std::string::npos);
-  EXPECT_EQ(check_pattern(got_a[1].data, 2), std::string::npos);
+  EXPECT_TRUE(got_a);
+  EXPECT_TRUE(got_b);
+  ASSERT_TRUE(sink_a.wait_messages(1, 10000ms));
+  ASSERT_TRUE(sink_b.wait_messages(1, 10000ms));
+  const auto from_b = sink_a.messages();
+  const auto from_a = sink_b.messages();
+  EXPECT_EQ(from_a[0].status, 0u);
+  EXPECT_EQ(from_b[0].status, 0u);
+  EXPECT_EQ(check_pattern(from_a[0].data, 1), std::string::npos);
+  EXPECT_EQ(check_pattern(from_b[0].data, 2), std::string::npos);
   a_to_b.reset();
   b_to_a.reset();
   a->stop();
