@@ -40,6 +40,11 @@ EmuDevice::EmuDevice(const EmuOptions& options, const DeviceSettings& settings)
   // A peer that broke its link to us is likely unreachable the other way too.
   sink_.set_link_failure_hook([this](const NetAddress& peer) { links_.forget(peer); });
   if (!settings.start_firmware) return;
+  // The firmware thread, before it sleeps, takes arrivals off the transports
+  // itself like a driving host thread: a large message that streams in
+  // while the host thread sleeps is then copied and handled on one thread,
+  // without a reader thread woken for it and waking the firmware in turn.
+  doorbell_.set_spin_work([this] { return poll_transports(); }, [this] { end_polling(); });
 #if ACCL_EMU_HAVE_FIRMWARE
   const size_t align = std::max<size_t>(fw::ControlProgram::state_alignment(), alignof(std::max_align_t));
   firmware_state_ = ::operator new(fw::ControlProgram::state_bytes(), std::align_val_t(align));
@@ -149,6 +154,10 @@ void EmuDevice::firmware_main() {
     while (!doorbell_.stopped()) {
       fw::ControlProgram::PollResult pass{};
       bool ran = false;
+      // Awake, we take arrivals off the transports ourselves (see
+      // set_spin_work above); polling also keeps the reader threads out of
+      // the way until we go to sleep.
+      poll_transports();
       {
         // A host thread running passes (always inside enter/leave_driving)
         // hands over when it stops; blocking on the mutex here instead would

@@ -23,8 +23,8 @@
 // payload piece and then piece by piece (at most max_piece_bytes), so
 // payloads larger than the ring stream through it while the reader copies
 // out of it into the sink's memory. Waiting spins for ACCL_EMU_SPIN_US, then
-// sleeps on a shared futex word with a bounded timeout. Host threads that wait for a call may consume complete messages
-// themselves (Transport::poll; see InboundRing and PollActivity below).
+// sleeps on a shared futex word with a bounded timeout. Host threads that wait for a call may consume messages
+// themselves, also ones still streaming in (Transport::poll; see InboundRing and PollActivity below).
 #include "transport_common.hpp"
 
 #include <accl/spin.hpp>
@@ -290,11 +290,25 @@ bool valid_shm_name(const char* name, size_t capacity) {
 
 // ---- sending side ---------------------------------------------------------
 
+// What a sender waiting for ring space does for its own process's inbound
+// rings (the transport implements it; it outlives every send, see stop()).
+class InboundProgress {
+ public:
+  virtual ~InboundProgress() = default;
+  // Consumes what has arrived, like Transport::poll() but without renewing
+  // the pollers' lease: the sending thread may be a firmware thread that
+  // never says when it stops polling.
+  virtual bool poll_inbound() = 0;
+  // The waiting sender blocks: reader threads must deliver from now on.
+  virtual void stop_polling_inbound() = 0;
+};
+
 class ShmLink final : public Link {
  public:
   ShmLink(std::shared_ptr<Mapping> mapping, UniqueFd control_fd, NetAddress peer, const ShmTuning& tuning,
-          std::chrono::microseconds spin)
-      : mapping_(std::move(mapping)),
+          std::chrono::microseconds spin, InboundProgress& inbound)
+      : inbound_(inbound),
+        mapping_(std::move(mapping)),
         ctl_(mapping_->control()),
         data_(mapping_->data()),
         ring_bytes_(mapping_->ring_bytes()),
@@ -381,7 +395,24 @@ class ShmLink final : public Link {
 
   Wait wait_space(uint64_t pos, size_t need, Clock::time_point deadline) {
     auto ready = [&] { return ring_bytes_ - (pos - ctl_.tail.load(std::memory_order_acquire)) >= need; };
-    if (spin_until(ready, spin_)) return Wait::ready;
+    if (ready()) return Wait::ready;
+    // The receiver may be a host thread sending to us just the same (the
+    // exchanges of an allreduce): consuming its messages meanwhile frees its
+    // ring while it frees ours, with no reader thread woken on either side.
+    if (spin_.count() > 0) {
+      const auto spin_end = Clock::now() + spin_;
+      for (;;) {
+        const bool consumed = inbound_.poll_inbound();
+        if (ready()) return Wait::ready;
+        if (Clock::now() >= spin_end) break;
+        if (!consumed) {
+          for (int i = 0; i < 32 && !ready(); ++i) cpu_relax();
+          std::this_thread::yield();
+        }
+      }
+    }
+    // Sleeping now: our readers must not stay parked for a poll lease.
+    inbound_.stop_polling_inbound();
     for (;;) {
       if (ready()) return Wait::ready;
       if (closing_.load(std::memory_order_acquire) || broken_.load(std::memory_order_acquire)) return Wait::closed;
@@ -414,6 +445,7 @@ class ShmLink final : public Link {
   }
 
   TimedMutex send_mutex_;
+  InboundProgress& inbound_;
   const std::shared_ptr<Mapping> mapping_;
   RingControl& ctl_;
   std::byte* const data_;
@@ -487,11 +519,16 @@ class PollActivity {
 };
 
 // One inbound ring, consumed by its reader thread or by a host thread's
-// poll(), whichever holds consumer_mutex_: each message is consumed whole by
-// one of them, in ring order, so the sink sees every link's messages once
-// and in order. poll() takes only messages that are completely published
-// and never blocks; anything else (a message still streaming in, a
-// kernel-stream message that may wait for room, the end of the link) is the
+// poll(), whichever holds consumer_mutex_: messages are consumed in ring
+// order, and the message being consumed (current_) lives here, not on the
+// consumer's stack, so whoever holds the lock next carries it on where the
+// last one stopped. The sink thus sees every link's messages once and in
+// order. poll() never waits for long: it takes complete messages, and a
+// message still streaming in as long as its pieces keep arriving within the
+// spin budget (a fused reduce+send or a large copy produces them back to
+// back); when the sender falls behind, the poll returns and the next poll
+// carries on, or the reader thread once the polls end. Kernel-stream
+// messages (they may wait for room) and the end of the link are the
 // reader's.
 class InboundRing {
  public:
@@ -522,8 +559,11 @@ class InboundRing {
     peer_gone_.store(true, std::memory_order_release);
     wake(ctl_.data_futex);
   }
-  // The polls stopped: a parked reader resumes at once.
-  // Also: a poll found a message it must leave to the reader.
+  // The polls stopped (the lease is over): a parked reader resumes at once.
+  void polls_ended() {
+    if (parked_.load(std::memory_order_seq_cst)) wake(ctl_.data_futex);
+  }
+  // A poll found a message it must leave to the reader.
   void unpark() {
     takeover_.store(true, std::memory_order_seq_cst);
     if (parked_.load(std::memory_order_seq_cst)) wake(ctl_.data_futex);
@@ -533,40 +573,50 @@ class InboundRing {
     if (thread_.joinable()) thread_.join();
   }
 
-  // Delivers up to kMaxPollMessages messages that are completely in the
-  // ring; see the class comment. True when it delivered one.
-  bool poll() {
+  // Delivers up to kMaxPollMessages messages; see the class comment. True
+  // when it delivered one. `leased`: the caller holds a poll lease (it polls
+  // again or ends the polls); otherwise (a sender waiting for room) a
+  // message it leaves half consumed goes to the reader at once, even if
+  // another poller's stale lease keeps the reader parked.
+  bool poll(bool leased = true) {
     // Most polls find the ring empty: say so without the lock. A message
     // published right after this check is taken by the next poll (or by the
-    // reader once the polls stop).
-    if (ctl_.head.load(std::memory_order_acquire) == ctl_.tail.load(std::memory_order_acquire)) return false;
+    // reader once the polls stop). An unleased poll still looks, so that it
+    // can hand a half-consumed message to the reader.
+    if (leased && ctl_.head.load(std::memory_order_acquire) == ctl_.tail.load(std::memory_order_acquire)) {
+      return false;
+    }
     std::unique_lock lock(consumer_mutex_, std::try_to_lock);
     if (!lock.owns_lock() || ended_) return false;
     bool delivered = false;
     uint64_t tail = ctl_.tail.load(std::memory_order_relaxed);  // only the lock holder moves it
     for (int n = 0; n < kMaxPollMessages; ++n) {
-      const uint64_t head = ctl_.head.load(std::memory_order_acquire);
-      abi::WireHeader header{};
-      if (head - tail < sizeof header) break;
-      std::memcpy(&header, data_ + tail % ring_bytes_, sizeof header);
-      if (header.strm != 0 || head - tail < sizeof header + round_up64(header.count)) {
-        lock.unlock();
-        unpark();
+      if (!current_.active) {
+        abi::WireHeader header{};
+        if (ctl_.head.load(std::memory_order_acquire) - tail < sizeof header) break;
+        std::memcpy(&header, data_ + tail % ring_bytes_, sizeof header);
+        if (header.strm != 0) {
+          lock.unlock();
+          unpark();
+          break;
+        }
+        begin_current(tail);
+      }
+      copy_published(tail);
+      // Streaming in: keep copying while the sender keeps publishing.
+      while (!current_complete() && spin_until([&] { return published_beyond(tail); }, spin_))
+        copy_published(tail);
+      if (!current_complete()) {
+        // The sender fell behind: the next poll carries on from here, or
+        // the reader thread once the polls stop (end_polling or the end of
+        // their lease).
+        if (!leased) {
+          lock.unlock();
+          unpark();
+        }
         break;
       }
-      tail += sizeof header;
-      ReceiveTicket ticket;
-      std::byte* dst = sink_.begin_message(from_, header, ticket);
-      for (size_t got = 0; got < header.count;) {
-        // The payload is contiguous except where it wraps around the ring's
-        // end (the producer split its pieces there too).
-        const size_t n_bytes = std::min<size_t>(ring_bytes_ - tail % ring_bytes_, header.count - got);
-        if (dst != nullptr && !store_payload(ticket, dst, got, data_ + tail % ring_bytes_, n_bytes)) dst = nullptr;
-        got += n_bytes;
-        tail += round_up64(n_bytes);
-      }
-      release(tail);
-      sink_.end_message(from_, header, ticket, 0);
+      end_current(0);
       delivered = true;
     }
     return delivered;
@@ -579,54 +629,89 @@ class InboundRing {
   // Bounds the time one poll() spends in one ring.
   static constexpr int kMaxPollMessages = 16;
 
-  void run() {
+  // The message being consumed; guarded by consumer_mutex_.
+  struct Current {
+    bool active = false;
     abi::WireHeader header{};
     ReceiveTicket ticket;
-    bool in_message = false;
+    std::byte* dst = nullptr;  // nullptr: discard (the sink refused it or revoked its window)
+    size_t got = 0;            // payload bytes consumed so far
+  };
+
+  // Takes the header at `tail` (published) and asks the sink where the
+  // payload goes.
+  void begin_current(uint64_t& tail) {
+    current_ = Current{};
+    current_.active = true;
+    std::memcpy(&current_.header, data_ + tail % ring_bytes_, sizeof current_.header);
+    tail += sizeof current_.header;
+    release(tail);
+    current_.dst = sink_.begin_message(from_, current_.header, current_.ticket);
+  }
+
+  bool current_complete() const { return current_.got == current_.header.count; }
+  bool published_beyond(uint64_t tail) const { return ctl_.head.load(std::memory_order_acquire) != tail; }
+
+  // Copies what is published of the current message's payload, piece by
+  // piece (each released at once, so the sender can refill the ring while
+  // we copy). Pieces are 64-byte multiples except the last, whose padding
+  // the producer published with it.
+  void copy_published(uint64_t& tail) {
+    while (!current_complete()) {
+      const size_t avail = ctl_.head.load(std::memory_order_acquire) - tail;
+      if (avail == 0) return;
+      const size_t contiguous = ring_bytes_ - tail % ring_bytes_;
+      const size_t n = std::min({avail, contiguous, size_t{current_.header.count} - current_.got, max_piece_});
+      if (current_.dst != nullptr &&
+          !store_payload(current_.ticket, current_.dst, current_.got, data_ + tail % ring_bytes_, n))
+        current_.dst = nullptr;
+      current_.got += n;
+      tail += round_up64(n);
+      release(tail);
+    }
+  }
+
+  void end_current(uint32_t status) {
+    current_.active = false;
+    sink_.end_message(from_, current_.header, current_.ticket, status);
+  }
+
+  void run() {
     Wait w = Wait::ready;
     std::unique_lock lock(consumer_mutex_, std::defer_lock);
     for (;;) {
-      // Between messages the lock is free, so host threads may poll.
-      w = wait_data(sizeof header, /*may_park=*/true);
+      // Between messages (or when a poller left a message half consumed)
+      // the lock is free, so host threads may poll. Any published data is
+      // at least 64 bytes: a header or a padded piece.
+      w = wait_data(sizeof(abi::WireHeader), /*may_park=*/true);
       lock.lock();
       uint64_t tail = ctl_.tail.load(std::memory_order_relaxed);
-      const bool header_ready = ctl_.head.load(std::memory_order_acquire) - tail >= sizeof header;
-      if (w != Wait::ready && !header_ready) break;  // what was published has been delivered
-      if (!header_ready) {  // a poll took it
-        lock.unlock();
-        continue;
+      if (!current_.active) {
+        const bool header_ready = ctl_.head.load(std::memory_order_acquire) - tail >= sizeof(abi::WireHeader);
+        if (w != Wait::ready && !header_ready) break;  // what was published has been delivered
+        if (!header_ready) {  // a poll took it
+          lock.unlock();
+          continue;
+        }
+        begin_current(tail);
       }
       w = Wait::ready;  // the link may have ended, but after this message
-      std::memcpy(&header, data_ + tail % ring_bytes_, sizeof header);
-      tail += sizeof header;
-      release(tail);
-      ticket = ReceiveTicket{};
-      std::byte* dst = sink_.begin_message(from_, header, ticket);
-      in_message = true;
-      for (size_t got = 0; got < header.count;) {
+      while (!current_complete()) {
         w = wait_data(1, /*may_park=*/false);
         if (w != Wait::ready) break;
-        const size_t avail = ctl_.head.load(std::memory_order_acquire) - tail;
-        const size_t contiguous = ring_bytes_ - tail % ring_bytes_;
-        const size_t n = std::min({avail, contiguous, size_t{header.count} - got, max_piece_});
-        if (dst != nullptr && !store_payload(ticket, dst, got, data_ + tail % ring_bytes_, n)) dst = nullptr;
-        got += n;
-        // Pieces are 64-byte multiples except the last, whose padding the
-        // producer published with it.
-        tail += round_up64(n);
-        release(tail);
+        copy_published(tail);
       }
       if (w != Wait::ready) break;
-      in_message = false;
-      sink_.end_message(from_, header, ticket, 0);
+      end_current(0);
       lock.unlock();
     }
     // Still holding the lock: no poll() delivers anything after this.
     ended_ = true;
+    const bool in_message = current_.active;
     if (in_message) {
       if (w != Wait::stopped)
         ACCL_LOG_WARN("shm: link from {} broke mid-message", format_address(from_));
-      sink_.end_message(from_, header, ticket, abi::kLinkError);
+      end_current(abi::kLinkError);
     }
     if (w != Wait::stopped) {
       if (!in_message) ACCL_LOG_INFO("shm: link from {} closed", format_address(from_));
@@ -651,26 +736,34 @@ class InboundRing {
     auto ready = [&] {
       return ctl_.head.load(std::memory_order_acquire) - ctl_.tail.load(std::memory_order_acquire) >= need;
     };
-    if (!(may_park && polls_.remaining().count() > 0) && spin_until(ready, spin_)) return Wait::ready;
     auto event = [&] {
       return stop_.load(std::memory_order_acquire) || peer_gone_.load(std::memory_order_acquire) ||
              ctl_.producer_state.load(std::memory_order_acquire) != kProducerOpen;
     };
+    // A poll left us a message it must not take (unpark): we deliver it
+    // even while the polls go on.
+    bool must_take = false;
+    auto leave_to_pollers = [&] {
+      if (!may_park) return false;
+      if (takeover_.exchange(false, std::memory_order_seq_cst)) must_take = true;
+      return !must_take && polls_.remaining().count() > 0;
+    };
+    bool spun = false;
     for (;;) {
-      if (may_park && !event() && !takeover_.exchange(false, std::memory_order_seq_cst)) {
-        if (const auto lease = polls_.remaining(); lease.count() > 0) {
-          // Parked: the pollers consume, even what is in the ring right now.
-          // Senders do not wake us (consumer_sleeping is 0); every other
-          // event (stop, hang-up, close, abort, unpark) bumps the word. We
-          // take over when the lease runs out or a poll asks us to.
-          parked_.store(true, std::memory_order_seq_cst);
-          const uint32_t seen = ctl_.data_futex.load(std::memory_order_acquire);
-          if (!event() && !takeover_.load(std::memory_order_seq_cst) && polls_.remaining().count() > 0)
-            futex_wait(ctl_.data_futex, seen,
-                       std::min(lease, std::chrono::duration_cast<std::chrono::microseconds>(kSleepSlice)));
-          parked_.store(false, std::memory_order_relaxed);
-          continue;
-        }
+      if (!event() && leave_to_pollers()) {
+        // Parked: the pollers consume, even what is in the ring right now.
+        // Senders do not wake us (consumer_sleeping is 0); every other
+        // event (stop, hang-up, close, abort, unpark, end of the polls)
+        // bumps the word. We take over when the lease runs out or a poll
+        // asks us to.
+        parked_.store(true, std::memory_order_seq_cst);
+        const uint32_t seen = ctl_.data_futex.load(std::memory_order_acquire);
+        if (const auto lease = polls_.remaining();
+            !event() && !takeover_.load(std::memory_order_seq_cst) && lease.count() > 0)
+          futex_wait(ctl_.data_futex, seen,
+                     std::min(lease, std::chrono::duration_cast<std::chrono::microseconds>(kSleepSlice)));
+        parked_.store(false, std::memory_order_relaxed);
+        continue;
       }
       if (ready()) return Wait::ready;
       if (stop_.load(std::memory_order_acquire)) return Wait::stopped;
@@ -681,7 +774,14 @@ class InboundRing {
       if (state == kProducerClosed || peer_gone_.load(std::memory_order_acquire)) {
         return ready() ? Wait::ready : Wait::closed;
       }
-      sleep_until(ctl_.data_futex, ctl_.consumer_sleeping, [&] { return ready() || event(); },
+      if (!spun) {
+        // Spin once per wait; stop spinning as soon as a host or firmware
+        // thread polls again (it takes the message without a wake-up).
+        spun = true;
+        if (spin_until([&] { return ready() || event() || leave_to_pollers(); }, spin_)) continue;
+      }
+      sleep_until(ctl_.data_futex, ctl_.consumer_sleeping,
+                  [&] { return ready() || event() || takeover_.load(std::memory_order_seq_cst); },
                   std::chrono::duration_cast<std::chrono::microseconds>(kSleepSlice));
     }
   }
@@ -697,6 +797,7 @@ class InboundRing {
   const PollActivity& polls_;
   std::mutex consumer_mutex_;  // held by whoever consumes: the reader thread or a poll()
   bool ended_ = false;         // guarded by consumer_mutex_: the reader reported the link's end
+  Current current_;            // guarded by consumer_mutex_
   std::atomic<bool> stop_{false};
   std::atomic<bool> peer_gone_{false};
   std::atomic<bool> parked_{false};
@@ -769,7 +870,7 @@ class PollableRings {
 
 // ---- transport ------------------------------------------------------------
 
-class ShmTransport final : public Transport {
+class ShmTransport final : public Transport, private InboundProgress {
  public:
   ShmTransport(const TransportOptions& options, const ShmTuning& tuning)
       : tuning_(tuning),
@@ -837,7 +938,7 @@ class ShmTransport final : public Transport {
 
   void end_polling() override {
     polls_.end();
-    pollable_.for_each([](InboundRing& ring) { ring.unpark(); });
+    pollable_.for_each([](InboundRing& ring) { ring.polls_ended(); });
   }
 
   void stop() override {
@@ -850,8 +951,10 @@ class ShmTransport final : public Transport {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t ignored = ::write(wake_fd_.get(), &one, sizeof one);
     if (control_thread_.joinable()) control_thread_.join();
-    // The control thread is gone: the rings are ours now. No poll() may
-    // reach the sink once stop() returns.
+    // The control thread is gone: the rings are ours now. No poll() (nor a
+    // sender's poll_inbound()) may reach the sink once stop() returns; a
+    // send still waiting for room is ended by close_all() below, which waits
+    // for it to leave, so no link uses this transport after stop().
     pollable_.clear();
     for (auto& [fd, ring] : rings_) ring->request_stop();
     for (auto& [fd, ring] : rings_) ring->join();
@@ -863,6 +966,14 @@ class ShmTransport final : public Transport {
   }
 
  private:
+  bool poll_inbound() override {
+    bool delivered = false;
+    pollable_.for_each([&](InboundRing& ring) { delivered = ring.poll(/*leased=*/false) || delivered; });
+    return delivered;
+  }
+
+  void stop_polling_inbound() override { end_polling(); }
+
   void watch(int fd, uint32_t events) {
     epoll_event ev{};
     ev.events = events;
@@ -923,7 +1034,8 @@ class ShmTransport final : public Transport {
       return nullptr;
     }
     ACCL_LOG_DEBUG("shm: connected {} -> {} ({})", format_address(local_), format_address(peer), name);
-    return std::make_shared<ShmLink>(std::move(mapping), std::move(fd), peer, tuning_, spin_);
+    return std::make_shared<ShmLink>(std::move(mapping), std::move(fd), peer, tuning_, spin_,
+                                     static_cast<InboundProgress&>(*this));
   }
 
   static std::string to_hex_ip(uint32_t ip) {

@@ -27,6 +27,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 
 #include <accl/spin.hpp>
@@ -34,9 +35,12 @@
 namespace accl::emu {
 
 // Spins until done() or the budget / deadline runs out; reports the outcome
-// to `budget`. True when done() became true while spinning.
+// to `budget`. True when done() became true while spinning. `worked`, when
+// given and true at the end, says the spin did useful work (it delivered
+// messages): a hit then counts as one however late it came.
 template <typename Done>
-bool spin_until(SpinBudget& budget, std::chrono::steady_clock::time_point deadline, Done&& done) {
+bool spin_until(SpinBudget& budget, std::chrono::steady_clock::time_point deadline, Done&& done,
+                const bool* worked = nullptr) {
   auto now = std::chrono::steady_clock::now();
   auto spin = budget.next();
   if (spin.count() == 0) return done();
@@ -46,7 +50,7 @@ bool spin_until(SpinBudget& budget, std::chrono::steady_clock::time_point deadli
   while (now < end) {
     if (done()) {
       // Count it as a hit only if it came in the first half of the budget.
-      if ((now - start) * 2 <= spin) budget.spin_succeeded(spin);
+      if ((now - start) * 2 <= spin || (worked != nullptr && *worked)) budget.spin_succeeded(spin);
       else budget.spin_failed();
       return true;
     }
@@ -70,6 +74,16 @@ class Wakeup {
   // now), or `deadline` passes, or stop() was called.
   uint64_t wait(uint64_t seen, Clock::time_point deadline);
   uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+
+  // Work the waiter does while it spins (before the driver threads' ring
+  // can end the spin): `poll` takes inbound messages off the transports on
+  // the waiting thread, so an arrival is delivered and handled without a
+  // transport thread waking it; `stop_polling` runs when the spin ran out
+  // after polling, before the waiter blocks. Set before the first wait.
+  void set_spin_work(std::function<bool()> poll, std::function<void()> stop_polling) {
+    spin_poll_ = std::move(poll);
+    stop_spin_poll_ = std::move(stop_polling);
+  }
 
   void stop();
   bool stopped() const { return stopped_.load(std::memory_order_acquire); }
@@ -95,6 +109,8 @@ class Wakeup {
   }
 
   SpinBudget spin_;
+  std::function<bool()> spin_poll_;
+  std::function<void()> stop_spin_poll_;
   std::atomic<uint64_t> epoch_{0};
   std::atomic<bool> stopped_{false};
   std::atomic<int> sleepers_{0};  // lets ring() skip the mutex when nobody sleeps

@@ -97,5 +97,45 @@ TEST(EmuWakeup, SpinBudgetComesBackAfterASuccessfulProbe) {
   EXPECT_LE(spins, 1) << "a collapsed budget probes once per 64 waits";
 }
 
+// While it spins, the firmware thread takes arrivals off the transports
+// itself: a delivery (which rings, as the receive sink does) ends the wait
+// without a sleep, and the readers are not told to take over.
+TEST(EmuWakeup, SpinWorkThatDeliversEndsTheWait) {
+  Wakeup w(std::chrono::milliseconds(500));
+  int polls = 0;
+  int stops = 0;
+  w.set_spin_work(
+      [&] {
+        if (++polls < 100) return false;
+        w.ring();
+        return true;
+      },
+      [&] { ++stops; });
+  const uint64_t seen = w.epoch();
+  EXPECT_LT(wait_time(w, seen, 5s), 400ms);
+  EXPECT_EQ(polls, 100);
+  EXPECT_EQ(stops, 0);
+}
+
+// A spin that finds nothing hands delivery back (stop_polling) before the
+// firmware thread blocks; while a driver runs the passes the firmware
+// thread leaves the polling to it.
+TEST(EmuWakeup, SpinWorkStopsBeforeSleepingAndWaitsForDrivers) {
+  Wakeup w(std::chrono::microseconds(200));
+  int polls = 0;
+  int stops = 0;
+  w.set_spin_work([&] { return ++polls < 0; }, [&] { ++stops; });
+  const uint64_t seen = w.epoch();
+  EXPECT_GE(wait_time(w, seen, 50ms), 50ms);
+  EXPECT_GT(polls, 0);
+  EXPECT_EQ(stops, 1);
+  polls = 0;
+  w.enter_driving();
+  EXPECT_GE(wait_time(w, w.epoch(), 20ms), 20ms);
+  EXPECT_EQ(polls, 0);
+  EXPECT_EQ(stops, 1);
+  w.leave_driving(w.epoch(), /*pending=*/false, /*idle_pass=*/true);
+}
+
 }  // namespace
 }  // namespace accl::emu

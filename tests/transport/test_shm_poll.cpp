@@ -7,6 +7,9 @@
 // deliver a message twice, lose one or reorder a link.
 #include "transport_test_util.hpp"
 
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 namespace accl::emu::test {
@@ -118,9 +121,50 @@ TEST(ShmPoll, ReaderTakesOverWhenThePollsStop) {
   EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
 }
 
-TEST(ShmPoll, MessagesStreamingThroughTheRingGoToTheReader) {
-  // Larger than the ring: never complete in it, so poll() must leave it to
-  // the reader (and wake it if parked) rather than wait.
+// A sender that stops after the piece reaching `pause_at` bytes until
+// released, so a test can act while a message is half in the ring.
+struct PausingSend {
+  PausingSend(PolledPair& p, uint32_t seed, size_t bytes, size_t pause_at) : writer(seed, bytes) {
+    writer.after_piece = [this, pause_at](size_t offset, size_t n) {
+      if (offset + n < pause_at || paused_at != 0) return;
+      std::unique_lock lock(m);
+      paused_at = offset + n;
+      cv.notify_all();
+      cv.wait_for(lock, 20s, [&] { return resume; });
+    };
+    thread = std::thread([this, &p, seed, bytes] {
+      rc = p.link->send(make_header(static_cast<uint32_t>(bytes), seed), writer, in(60000ms));
+    });
+  }
+  ~PausingSend() { finish(); }
+  // Lets the sender go on and waits for its send to return.
+  void finish() {
+    release();
+    if (thread.joinable()) thread.join();
+  }
+  bool wait_paused() {
+    std::unique_lock lock(m);
+    return cv.wait_for(lock, 20s, [&] { return paused_at != 0; });
+  }
+  void release() {
+    std::lock_guard lock(m);
+    resume = true;
+    cv.notify_all();
+  }
+
+  PatternWriter writer;
+  std::mutex m;
+  std::condition_variable cv;
+  size_t paused_at = 0;  // guarded by m
+  bool resume = false;   // guarded by m
+  uint32_t rc = 0xFFFFFFFFu;
+  std::thread thread;
+};
+
+TEST(ShmPoll, PollingThreadConsumesAStreamingMessage) {
+  // Larger than the ring: never complete in it. The polling thread takes it
+  // anyway, copying piece by piece as the sender publishes, while the
+  // reader stays parked (no thread hand-off on the receiving side).
   ShmTuning tuning;
   tuning.ring_bytes = 64 << 10;
   tuning.max_piece_bytes = 16 << 10;
@@ -138,7 +182,167 @@ TEST(ShmPoll, MessagesStreamingThroughTheRingGoToTheReader) {
   ASSERT_EQ(messages.size(), 2u);
   EXPECT_EQ(messages[1].status, 0u);
   EXPECT_EQ(check_pattern(messages[1].data, 1), std::string::npos);
-  EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
+  EXPECT_EQ(p.taken().back().thread, std::this_thread::get_id()) << "the reader thread took the streaming message";
+}
+
+TEST(ShmPoll, ReaderCarriesOnAMessageThePollerLeftHalfDone) {
+  // The sender stalls mid-message: the poller stops waiting for it and
+  // returns; once the polls end, the reader thread consumes the rest of the
+  // same message (one delivery, intact), and the link stays in order.
+  ShmTuning tuning;
+  tuning.ring_bytes = 64 << 10;
+  tuning.max_piece_bytes = 16 << 10;
+  tuning.poll_lease = std::chrono::microseconds(std::chrono::seconds(60));
+  PolledPair p(tuning);
+  ASSERT_NE(p.link, nullptr);
+  start_polling(p);
+  ASSERT_EQ(p.send(0, 8), 0u);
+  ASSERT_TRUE(poll_until(p, 1, 5000ms));
+  std::this_thread::sleep_for(100ms);  // the reader parks
+  constexpr size_t kBytes = 300000;
+  {
+    PausingSend send(p, 1, kBytes, 32 << 10);  // within the ring: nobody consumes before the pause
+    ASSERT_TRUE(send.wait_paused());
+    // Take what was published; the poll returns although the message is
+    // incomplete (the sender is stuck).
+    const auto begun = Clock::now();
+    for (int i = 0; i < 20; ++i) p.receiver->poll();
+    EXPECT_LT(Clock::now() - begun, 2s) << "poll() waited for a stalled sender";
+    ASSERT_EQ(p.taken().size(), 2u) << "the poller did not begin the streaming message";
+    EXPECT_EQ(p.sink.message_count(), 1u);
+    p.receiver->end_polling();  // the reader takes over mid-message
+    send.release();
+  }
+  ASSERT_TRUE(p.sink.wait_messages(2, 10000ms)) << "nobody finished the message the poller began";
+  ASSERT_EQ(p.send(2, 5000), 0u);
+  ASSERT_TRUE(p.sink.wait_messages(3, 10000ms));
+  std::this_thread::sleep_for(50ms);  // a duplicate would show up now
+  const auto messages = p.sink.messages();
+  ASSERT_EQ(messages.size(), 3u);
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(messages[i].header.tag, i);
+    EXPECT_EQ(messages[i].status, 0u);
+    EXPECT_EQ(check_pattern(messages[i].data, i), std::string::npos) << "message " << i;
+  }
+  EXPECT_EQ(p.taken()[1].thread, std::this_thread::get_id());
+  EXPECT_EQ(p.sink.overlap_violations.load(), 0);
+  EXPECT_EQ(p.sink.ticket_violations.load(), 0);
+}
+
+TEST(ShmPoll, RevokedWhileThePollerStreamsLeavesTheDestinationUnchanged) {
+  // A receive that fails (its window revoked) while the polling thread is
+  // streaming its message in: nothing may be stored after revoke()
+  // returned, the rest is consumed and dropped, the link stays usable.
+  ShmTuning tuning;
+  tuning.ring_bytes = 64 << 10;
+  tuning.max_piece_bytes = 16 << 10;
+  tuning.poll_lease = std::chrono::microseconds(std::chrono::seconds(60));
+  PolledPair p(tuning);
+  ASSERT_NE(p.link, nullptr);
+  p.sink.lease_messages = true;  // read by begin_message only, which has not run yet
+  std::atomic<bool> polling{true};
+  std::thread poller([&] {
+    while (polling.load()) p.receiver->poll();
+  });
+  struct StopPoller {
+    std::atomic<bool>& polling;
+    std::thread& poller;
+    ~StopPoller() {
+      polling = false;
+      poller.join();
+    }
+  } stop_poller{polling, poller};
+  constexpr size_t kBytes = 1 << 20;
+  std::vector<std::byte> at_revoke;
+  size_t paused_at = 0;
+  {
+    PausingSend send(p, 1, kBytes, 256 << 10);
+    ASSERT_TRUE(send.wait_paused());
+    RecordingSink::Leased leased;
+    ASSERT_TRUE(p.sink.wait_leased(1, 20000ms, leased));
+    ASSERT_EQ(leased.bytes, kBytes);
+    EXPECT_TRUE(leased.lease->revoke(Clock::now() + 5s));
+    at_revoke.assign(leased.dst, leased.dst + kBytes);
+    {
+      std::lock_guard lock(send.m);
+      paused_at = send.paused_at;
+    }
+    send.finish();
+    EXPECT_EQ(send.rc, 0u);
+  }
+  ASSERT_TRUE(p.sink.wait_messages(1, 20000ms));
+  ASSERT_EQ(p.send(2, 100000), 0u);
+  ASSERT_TRUE(p.sink.wait_messages(2, 20000ms));
+  const auto got = p.sink.messages();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(got[0].data == at_revoke) << "the destination changed after revoke()";
+  const size_t late = static_cast<size_t>(
+      std::count(got[0].data.begin() + static_cast<std::ptrdiff_t>(paused_at), got[0].data.end(), std::byte{0}));
+  EXPECT_EQ(late, kBytes - paused_at) << "bytes sent after the revocation were stored";
+  EXPECT_EQ(got[1].status, 0u);
+  EXPECT_EQ(check_pattern(got[1].data, 2), std::string::npos);
+  const auto taken = p.taken();
+  ASSERT_EQ(taken.size(), 2u);
+  EXPECT_EQ(taken[0].thread, poller.get_id()) << "the test meant the poller to stream the message";
+}
+
+TEST(ShmPoll, HostsSendingMessagesLargerThanTheRingToEachOtherAtOnce) {
+  // Two host threads, each polling its own transport (so its readers park)
+  // and then sending the other a message four times the ring, as the
+  // exchange of an allreduce does; afterwards each polls until the other's
+  // message arrived, then ends its polls. Nobody polls while both are inside
+  // send(): each sender must free the other's ring while it waits for room
+  // in its own, or hand its rings to its readers before it sleeps, instead
+  // of both waiting out the lease (which here outlasts the send deadline).
+  ShmTuning tuning;
+  tuning.ring_bytes = 64 << 10;
+  tuning.max_piece_bytes = 16 << 10;
+  tuning.poll_lease = std::chrono::microseconds(std::chrono::seconds(60));
+  RecordingSink sink_a, sink_b;
+  auto a = make_shm_transport(options(), tuning);
+  auto b = make_shm_transport(options(), tuning);
+  a->start(sink_a);
+  b->start(sink_b);
+  auto a_to_b = a->connect(b->local_address(), in(5000ms));
+  auto b_to_a = b->connect(a->local_address(), in(5000ms));
+  ASSERT_NE(a_to_b, nullptr);
+  ASSERT_NE(b_to_a, nullptr);
+  constexpr uint32_t kBytes = 256 << 10;
+  std::atomic<int> ready{0};
+  auto host = [&](Transport& self, RecordingSink& own_sink, Link& out, uint32_t seed, uint32_t& rc, bool& got) {
+    for (int i = 0; i < 3; ++i) self.poll();  // hot polls: our readers park
+    ready.fetch_add(1);
+    while (ready.load() < 2) self.poll();
+    std::this_thread::sleep_for(20ms);  // both readers are parked by now
+    PatternWriter w(seed, kBytes);
+    rc = out.send(make_header(kBytes, seed), w, in(15000ms));
+    const auto until = Clock::now() + 15s;
+    while (own_sink.message_count() < 1 && Clock::now() < until) self.poll();
+    got = own_sink.message_count() == 1;
+    self.end_polling();
+  };
+  uint32_t rc_a = 0xFFFFFFFFu, rc_b = 0xFFFFFFFFu;
+  bool got_a = false, got_b = false;
+  std::thread ta([&] { host(*a, sink_a, *a_to_b, 1, rc_a, got_a); });
+  std::thread tb([&] { host(*b, sink_b, *b_to_a, 2, rc_b, got_b); });
+  ta.join();
+  tb.join();
+  EXPECT_EQ(rc_a, 0u);
+  EXPECT_EQ(rc_b, 0u);
+  EXPECT_TRUE(got_a);
+  EXPECT_TRUE(got_b);
+  ASSERT_TRUE(sink_a.wait_messages(1, 10000ms));
+  ASSERT_TRUE(sink_b.wait_messages(1, 10000ms));
+  const auto from_b = sink_a.messages();
+  const auto from_a = sink_b.messages();
+  EXPECT_EQ(from_a[0].status, 0u);
+  EXPECT_EQ(from_b[0].status, 0u);
+  EXPECT_EQ(check_pattern(from_a[0].data, 1), std::string::npos);
+  EXPECT_EQ(check_pattern(from_b[0].data, 2), std::string::npos);
+  a_to_b.reset();
+  b_to_a.reset();
+  a->stop();
+  b->stop();
 }
 
 TEST(ShmPoll, PollerAndReaderNeverDuplicateLoseOrReorder) {
