@@ -19,10 +19,15 @@ namespace accl::emu {
 DeviceSettings DeviceSettings::from_environment() {
   DeviceSettings s;
   s.spin = std::chrono::microseconds(std::max<int64_t>(0, config::get_int("ACCL_EMU_SPIN_US")));
+  s.drive_spin = std::chrono::microseconds(std::max<int64_t>(0, config::get_int("ACCL_EMU_DRIVE_SPIN_US")));
   int64_t timeout_ms = config::get_int("ACCL_TIMEOUT_MS");
   s.io_timeout = std::chrono::milliseconds(timeout_ms > 0 ? timeout_ms : 10000);
   s.overflow_bytes = static_cast<size_t>(std::max<int64_t>(0, config::get_int("ACCL_EMU_OVERFLOW_BYTES")));
   return s;
+}
+
+std::chrono::nanoseconds driving_spin_budget(const DeviceSettings& settings, unsigned host_processes, unsigned cores) {
+  return host_processes > 0 && host_processes <= cores ? settings.drive_spin : settings.spin;
 }
 
 EmuDevice::EmuDevice(const EmuOptions& options, const DeviceSettings& settings)
@@ -36,7 +41,7 @@ EmuDevice::EmuDevice(const EmuOptions& options, const DeviceSettings& settings)
       links_(kind_, self_, sink_, transports_),
       mover_(xmem_, memory_, streams_, links_, settings.io_timeout),
       dataplane_(xmem_, calls_, sink_, streams_, links_, mover_, doorbell_),
-      drive_spin_(settings.spin) {
+      drive_spin_(driving_spin_budget(settings, options.host_processes, std::thread::hardware_concurrency())) {
   // A peer that broke its link to us is likely unreachable the other way too.
   sink_.set_link_failure_hook([this](const NetAddress& peer) { links_.forget(peer); });
   if (!settings.start_firmware) return;
@@ -273,9 +278,13 @@ bool EmuDevice::drive_until(const CallController::Watch& call, Wakeup::Clock::ti
   // Spinning here pays while the call progresses or the peer answers within
   // microseconds; with more runnable threads than cores it steals the core
   // from the peer, so the budget adapts like every other spin (SpinBudget).
+  // The budget bounds the time without progress, not the whole wait: while
+  // our passes move data (a large collective takes far longer than any
+  // budget) this thread keeps driving, instead of handing every piece to the
+  // firmware and reader threads with a wake-up each.
   const auto budget = drive_spin_.next();
   const auto begin = Wakeup::Clock::now();
-  const auto end = std::min(deadline, begin + budget);
+  auto end = std::min(deadline, begin + budget);
   doorbell_.enter_driving();
   uint64_t seen = doorbell_.epoch();
   bool pending = false;    // the last pass progressed: another one is due
@@ -298,6 +307,10 @@ bool EmuDevice::drive_until(const CallController::Watch& call, Wakeup::Clock::ti
     if (call.done()) {
       done = true;
       break;
+    }
+    if (progressed || delivered) {
+      now = Wakeup::Clock::now();
+      end = std::min(deadline, now + budget);
     }
     if (ran && !progressed) {
       // Idle: nothing changes until something arrives, something rings or
@@ -329,7 +342,9 @@ bool EmuDevice::drive_until(const CallController::Watch& call, Wakeup::Clock::ti
   // Not done: the caller blocks and the transport threads deliver from now on.
   if (!done) end_polling();
   if (budget.count() > 0) {
-    if (done && (Wakeup::Clock::now() - begin) * 2 <= budget) drive_spin_.spin_succeeded(budget);
+    // A hit: the call completed within the first half of the budget after
+    // the last progress (the wait idled briefly, if at all).
+    if (done && (Wakeup::Clock::now() - (end - budget)) * 2 <= budget) drive_spin_.spin_succeeded(budget);
     else if (done || end < deadline) drive_spin_.spin_failed();
   }
   return done;

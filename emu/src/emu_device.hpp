@@ -47,10 +47,17 @@ namespace accl::emu {
 struct DeviceSettings {
   bool start_firmware = true;               // false: tests drive the DataPlane themselves
   std::chrono::nanoseconds spin{};          // ACCL_EMU_SPIN_US
+  std::chrono::nanoseconds drive_spin{};    // ACCL_EMU_DRIVE_SPIN_US
   std::chrono::nanoseconds io_timeout{};    // stream pulls and sends: ACCL_TIMEOUT_MS
   size_t overflow_bytes = 0;                // ACCL_EMU_OVERFLOW_BYTES
   static DeviceSettings from_environment();
 };
+
+// The budget a host thread waiting for a call spends driving the CCLO
+// without progress before it blocks: `drive_spin` when each of the host's
+// `host_processes` has a core of its own (`cores`), else `spin` (spinning
+// longer would take the core from the peer being waited for).
+std::chrono::nanoseconds driving_spin_budget(const DeviceSettings& settings, unsigned host_processes, unsigned cores);
 
 class EmuDevice final : public Device {
  public:

@@ -195,11 +195,20 @@ void start_device() {
   if (st.world_rank == 0) std::snprintf(secret, sizeof secret, "%s", make_secret().c_str());
   PMPI_Bcast(secret, sizeof secret, MPI_CHAR, 0, st.private_comm);
 
+  // Ranks on this host: with one per core, a rank waiting for a call may
+  // drive its emulated CCLO longer before it blocks (ACCL_EMU_DRIVE_SPIN_US).
+  int host_ranks = 0;
+  MPI_Comm host_comm = MPI_COMM_NULL;
+  PMPI_Comm_split_type(st.private_comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host_comm);
+  PMPI_Comm_size(host_comm, &host_ranks);
+  PMPI_Comm_free(&host_comm);
+
   try {
     if (st.s.device == "emu") {
       emu::EmuOptions opts = emu::options_from_environment();
       opts.port = 0;  // any free port; peers learn it below
       opts.job_secret = secret;
+      opts.host_processes = static_cast<unsigned>(host_ranks);
       dev = emu::create_device(opts);
       const emu::Endpoint ep = emu::endpoint(*dev);
       std::snprintf(me.ip, sizeof me.ip, "%s", ep.ip.c_str());

@@ -2,6 +2,7 @@
 //
 // The firmware doorbell (emu/src/wakeup.hpp): what wakes the firmware thread
 // when host threads run the firmware passes themselves ("drivers").
+#include "emu_device.hpp"
 #include "wakeup.hpp"
 
 #include <gtest/gtest.h>
@@ -138,4 +139,18 @@ TEST(EmuWakeup, SpinWorkStopsBeforeSleepingAndWaitsForDrivers) {
 }
 
 }  // namespace
+// A host thread waiting for a call drives its CCLO longer only when every
+// process with a CCLO on this host has a core of its own; oversubscribed (or
+// not known), it blocks as soon as other emulator threads would.
+TEST(EmuWakeup, DrivingSpinIsLongOnlyWithACorePerProcess) {
+  DeviceSettings s;
+  s.spin = 50us;
+  s.drive_spin = 300us;
+  EXPECT_EQ(driving_spin_budget(s, 2, 2), 300us);
+  EXPECT_EQ(driving_spin_budget(s, 1, 8), 300us);
+  EXPECT_EQ(driving_spin_budget(s, 4, 2), 50us);
+  EXPECT_EQ(driving_spin_budget(s, 3, 2), 50us);
+  EXPECT_EQ(driving_spin_budget(s, 0, 2), 50us);
+}
+
 }  // namespace accl::emu

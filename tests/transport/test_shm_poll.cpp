@@ -241,8 +241,12 @@ TEST(ShmPoll, RevokedWhileThePollerStreamsLeavesTheDestinationUnchanged) {
   ASSERT_NE(p.link, nullptr);
   p.sink.lease_messages = true;  // read by begin_message only, which has not run yet
   std::atomic<bool> polling{true};
+  std::atomic<uint64_t> polls{0};
   std::thread poller([&] {
-    while (polling.load()) p.receiver->poll();
+    while (polling.load()) {
+      p.receiver->poll();
+      polls.fetch_add(1, std::memory_order_relaxed);
+    }
   });
   struct StopPoller {
     std::atomic<bool>& polling;
@@ -252,6 +256,11 @@ TEST(ShmPoll, RevokedWhileThePollerStreamsLeavesTheDestinationUnchanged) {
       poller.join();
     }
   } stop_poller{polling, poller};
+  // The lease must be running (and the reader parked) before the message
+  // comes, or on a loaded machine the reader may take it first.
+  const auto poll_deadline = Clock::now() + 20s;
+  while (polls.load(std::memory_order_relaxed) < 1000 && Clock::now() < poll_deadline) std::this_thread::yield();
+  std::this_thread::sleep_for(10ms);
   constexpr size_t kBytes = 1 << 20;
   std::vector<std::byte> at_revoke;
   size_t paused_at = 0;

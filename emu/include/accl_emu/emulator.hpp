@@ -39,6 +39,10 @@ struct EmuOptions {
   // Device memory per bank (virtual reservation; pages are committed on use).
   size_t bank_bytes = size_t{16} << 30;
   unsigned banks = 2;
+  // How many processes with an emulated CCLO run on this host (0 = not
+  // known). With at most one per core a waiting host thread may drive its
+  // CCLO longer (ACCL_EMU_DRIVE_SPIN_US): it holds a core nobody else needs.
+  unsigned host_processes = 0;
 };
 
 // Options with every field taken from the ACCL_EMU_* environment.
