@@ -921,6 +921,26 @@ def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=
 
 
 # ----------------------------------------------------------------------------
+def build_programs(build, targets, logdir):
+    """Sets up `build` (release) when it does not exist, then builds `targets`."""
+    if not os.path.exists(os.path.join(build, "build.ninja")):
+        if not (shutil.which("meson") and shutil.which("ninja") and shutil.which("mpirun")):
+            log("installing build dependencies (scripts/install-deps.sh)")
+            rc, out, err, _ = run([os.path.join(REPO, "scripts", "install-deps.sh")], timeout=3600,
+                                  log_path=os.path.join(logdir, "install-deps.log"))
+            if rc != 0:
+                sys.exit("install-deps.sh failed; see %s" % os.path.join(logdir, "install-deps.log"))
+        log("setting up %s (release build)" % build)
+        rc, out, err, _ = run(["meson", "setup", build, REPO, "--buildtype=release"], timeout=600,
+                              log_path=os.path.join(logdir, "setup.log"))
+        if rc != 0:
+            sys.exit("meson setup failed; see %s" % os.path.join(logdir, "setup.log"))
+    log("building %d programs in %s" % (len(targets), build))
+    rc, out, err, _ = run(["ninja", "-C", build] + targets, timeout=3600, log_path=os.path.join(logdir, "build.log"))
+    if rc != 0:
+        sys.exit("build failed; see %s" % os.path.join(logdir, "build.log"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", help="meson build dir (default: build-bench, else build)")
@@ -995,7 +1015,9 @@ def main():
                 args.build = os.path.join(REPO, cand)
                 break
     if args.build is None:
-        ap.error("no build dir found; pass --build")
+        if args.no_build:
+            ap.error("no build dir found; pass --build (or drop --no-build to set up build-bench)")
+        args.build = os.path.join(REPO, "build-bench")
     args.build = os.path.abspath(args.build)
     args.out = os.path.abspath(args.out or os.path.join(REPO, "docs", "report-" + started.strftime("%Y-%m-%d")))
     args.logdir = os.path.join(args.out, "logs")
@@ -1017,19 +1039,18 @@ def main():
         if b not in BENCHMARKS:
             ap.error("unknown benchmark %r (known: %s)" % (b, ", ".join(BENCHMARKS)))
 
-    # programs (build them if missing and allowed)
-    want_targets = []
+    # programs: a fresh clone gets a release build in build-bench; an existing
+    # build is brought up to date (ninja does nothing when it is), so the
+    # report never measures a stale libaccl_pmpi.so
     osu_build_dir = os.path.join(args.build, "benchmarks", "osu")
+    want_targets = ["pmpi/libaccl_pmpi.so", "benchmarks/core/accl-bench-core"]
     if not args.osu_dir:
-        for b in benches:
-            if b in BENCHMARKS and b not in extra and not os.path.exists(os.path.join(osu_build_dir, "osu_" + b)):
-                want_targets.append("benchmarks/osu/osu_" + b)
+        want_targets += ["benchmarks/osu/osu_" + b for b in sorted((set(benches) | set(SCALE_BENCHMARKS) |
+                                                                     {"latency", "allreduce"}) - set(extra))]
     pmpi_default = os.path.join(args.build, "pmpi", "libaccl_pmpi.so")
     core_default = os.path.join(args.build, "benchmarks", "core", "accl-bench-core")
-    if want_targets and not args.no_build and shutil.which("ninja"):
-        log("building " + " ".join(want_targets))
-        run(["ninja", "-C", args.build] + want_targets, timeout=3600,
-            log_path=os.path.join(args.logdir, "build.log"))
+    if not args.no_build:
+        build_programs(args.build, want_targets, args.logdir)
     args.osu_bin_dir = os.path.abspath(args.osu_dir) if args.osu_dir else osu_build_dir
     args.binaries = {}
     args.extra = extra
