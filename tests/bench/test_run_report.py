@@ -6,6 +6,8 @@
    and must not break the geometric mean (it crashed with math.log(None)).
 2. Default size ranges reach every speed target (bw 4 MiB, allreduce 16 MiB,
    collectives 1 MiB); --max-size and --quick override them.
+2b. The speed-target table judges each target from the measured numbers
+   (met, missed, not measured; interposition and memory limits).
 3. A real run on 2 ranks (latency, bw, allreduce; a few tiny sizes, one repeat
    each, native and under LD_PRELOAD with ACCL_FALLBACK=error): report.md and
    results.csv exist and every row has both a native and an ACCL value, so an
@@ -71,6 +73,38 @@ def default_sizes(rr):
     check(rr.max_size_for(args, "allreduce") == 4096, "--max-size overrides")
 
 
+def target_verdicts(rr):
+    rec = rr.Recorder()
+    rec.kind.update({"latency": "lat", "bw": "bw", "allreduce": "lat"})
+    rec.best[("latency", 2, "native")] = {8: 0.5}
+    rec.best[("latency", 2, "accl")] = {8: 0.9}    # 1.8x native time: met
+    rec.best[("latency", 4, "native")] = {8: 0.5}
+    rec.best[("latency", 4, "accl")] = {8: 1.5}    # 3x: missed
+    rec.best[("bw", 2, "native")] = {4 << 20: 1000.0}
+    rec.best[("bw", 2, "accl")] = {4 << 20: 790.0}  # 0.79x: missed
+    rec.best[("allreduce", 2, "native")] = {1 << 20: 100.0}
+    rec.best[("allreduce", 2, "accl")] = {1 << 20: 100.0}  # equal: met
+    rec.rss[("bcast", 4, "native")] = [1000, 1000]
+    rec.rss[("bcast", 4, "accl")] = [70000, 70000]   # +69000 KiB: missed
+    rec.rss[("bw", 2, "native")] = [1000]
+    rec.rss[("bw", 2, "accl")] = [2000]
+    cg = {"latency": {"interposed": {"incl": 1300, "inner": 1000, "calls": 10, "wrapped": True}},
+          "allreduce": {"interposed": {"error": "no run"}}}
+    rows = {(r[0], r[1]): r for r in rr.speed_targets(rec, cg)}
+    verdict = lambda label, np_: rows[(label, np_)][4]
+    check(verdict("8 B point-to-point latency", 2) == "MET", "1.8x native latency meets <= 2x")
+    check(verdict("8 B point-to-point latency", 4) == "MISSED", "3x native latency misses")
+    check(verdict("bandwidth at 4 MiB", 2) == "MISSED", "0.79x bandwidth misses >= 0.8x")
+    check(verdict("allreduce 1M", 2) == "MET", "equal allreduce time meets >= 1x")
+    check(verdict("allreduce 16M", 2) == "not measured", "a size that was not run is not measured")
+    check(verdict("pure interposition (Send+Recv), extra instructions per call", 2) == "MET",
+          "30 extra instructions per call meet <= 150")
+    check(verdict("pure interposition (Allreduce), extra instructions per call", 2) == "not measured",
+          "a failed callgrind run is not measured")
+    mem = [r for r in rows.values() if r[0].startswith("resident memory")]
+    check(len(mem) == 1 and mem[0][4] == "MISSED" and "bcast" in mem[0][2], "worst RSS excess is judged: %s" % mem)
+
+
 def real_run(report, build, tmp):
     out = os.path.join(tmp, "report")
     cmd = [sys.executable, report, "--build", build, "--no-build", "--no-install", "--out", out,
@@ -98,6 +132,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         summary_with_zero_best(rr, tmp)
         default_sizes(rr)
+        target_verdicts(rr)
         real_run(report, build, tmp)
 
 
