@@ -34,6 +34,9 @@ struct DeviceContext {
  private:
   std::mutex orphan_mutex_;
   std::vector<CallId> orphans_;
+  // orphans_.size(), readable without the mutex: every launch checks for
+  // orphans, and there almost never are any (a lock per call for nothing).
+  std::atomic<size_t> orphan_count_{0};
 };
 
 // Memory behind a buffer and all of its slices.
@@ -109,6 +112,10 @@ class CallRequest final : public Request {
   void throw_if_failed() const;
 
   Params params_;
+  // Whether the call was launched with waitfor requests (params_.dependencies
+  // is cleared under finish_mutex_ later; this never changes): most calls
+  // have none and skip finish_dependencies() without taking the lock.
+  const bool launched_with_dependencies_;
   std::mutex finish_mutex_;
   std::atomic<State> state_{State::queued};
   std::atomic<uint32_t> retcode_{0};

@@ -15,9 +15,13 @@ namespace accl::detail {
 void DeviceContext::release_when_complete(CallId id) {
   std::lock_guard lock(orphan_mutex_);
   orphans_.push_back(id);
+  orphan_count_.store(orphans_.size(), std::memory_order_release);
 }
 
 void DeviceContext::release_completed_orphans() {
+  // An orphan added concurrently and missed here is released by a later
+  // launch, as one still running would be.
+  if (orphan_count_.load(std::memory_order_acquire) == 0) return;
   std::lock_guard lock(orphan_mutex_);
   if (orphans_.empty()) return;
   auto still_running = std::remove_if(orphans_.begin(), orphans_.end(), [this](CallId id) {
@@ -26,13 +30,15 @@ void DeviceContext::release_completed_orphans() {
     return true;
   });
   orphans_.erase(still_running, orphans_.end());
+  orphan_count_.store(orphans_.size(), std::memory_order_release);
 }
 
 std::chrono::nanoseconds driver_wait_bound(std::chrono::microseconds device_timeout) {
   return device_timeout + device_timeout / 4 + std::chrono::milliseconds(100);
 }
 
-CallRequest::CallRequest(Params params) : params_(std::move(params)) {
+CallRequest::CallRequest(Params params)
+    : params_(std::move(params)), launched_with_dependencies_(!params_.dependencies.empty()) {
   if (params_.id == 0) state_.store(State::completed, std::memory_order_release);
 }
 
@@ -50,6 +56,7 @@ CallRequest::~CallRequest() {
 }
 
 void CallRequest::finish_dependencies() {
+  if (!launched_with_dependencies_) return;
   std::vector<std::shared_ptr<CallRequest>> todo;
   {
     std::lock_guard lock(finish_mutex_);

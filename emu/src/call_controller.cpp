@@ -70,6 +70,9 @@ void CallController::retire(Entry& e) {
     slots_[id & (slots_.size() - 1)] = nullptr;
     while (oldest_live_ < next_id_ && slots_[oldest_live_ & (slots_.size() - 1)] == nullptr) ++oldest_live_;
   }
+  // The lock-free paths (test(), result(), Watch) match entries by id: a
+  // released id must no longer match (0 is never a call's id).
+  e.id.store(0, std::memory_order_release);
   free_.push_back(&e);
 }
 
@@ -223,6 +226,18 @@ bool CallController::test(CallId id) {
 }
 
 CallResult CallController::result(CallId id) {
+  if (id != 0) {
+    // The common case, the caller collecting a call it just saw complete,
+    // without the mutex (as test()): the result was written before `done`
+    // was set (release), and the entry cannot be reused before the caller
+    // releases `id`. The id is read again after the copy so that a caller
+    // who released it concurrently gets the checked path below.
+    const Entry* e = recent_[id % kRecentCalls].load(std::memory_order_acquire);
+    if (e != nullptr && e->id.load(std::memory_order_acquire) == id && e->done.load(std::memory_order_acquire)) {
+      const CallResult result = e->result;
+      if (e->id.load(std::memory_order_acquire) == id) return result;
+    }
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   Entry* e = find(id);
   if (e == nullptr) throw std::invalid_argument("emulated CCLO: result of unknown or released call id " + std::to_string(id));

@@ -45,7 +45,8 @@ class CallController {
   // it twice per poll), else under the mutex.
   bool test(CallId id);
   // Throws std::invalid_argument for unknown ids, std::logic_error while the
-  // call is still running.
+  // call is still running. Lock-free for a completed call among the last
+  // kRecentCalls started (every call's driver collects its result once).
   CallResult result(CallId id);
   void release(CallId id);
 

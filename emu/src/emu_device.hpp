@@ -32,6 +32,7 @@
 #include <accl/device.hpp>
 #include <accl_emu/emulator.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -111,6 +112,14 @@ class EmuDevice final : public Device {
   // the firmware. `progressed`: the last pass progressed; `seen`: the
   // doorbell epoch read before it.
   bool run_passes(unsigned max_passes, bool& progressed, uint64_t& seen);
+  // True when a firmware pass now would find nothing to do: the last pass
+  // found nothing and nothing rang since it began (epoch `seen` unchanged;
+  // the firmware thread's own idle() rests on the same rule). Timers are the
+  // one thing that changes without a ring, so every kPassesPerSkippedRun-th
+  // time it says no and a pass runs (its deadline checks then come every
+  // kPassesPerSkippedRun x the firmware's idle-pass interval).
+  bool idle_pass_would_repeat(uint64_t seen);
+  static constexpr unsigned kPassesPerSkippedRun = 8;
   // How late a firmware timer may fire when it came due just after a host
   // thread stopped running the passes (the firmware thread then slept on).
   static constexpr uint64_t kDriverTimerSlackNs = 1'000'000;
@@ -139,6 +148,14 @@ class EmuDevice final : public Device {
   void* firmware_state_ = nullptr;
   fw::ControlProgram* program_ = nullptr;  // owned; null without firmware (tests that play it)
   std::mutex firmware_mutex_;                    // the control program runs on one thread at a time
+  // Doorbell epoch read before the latest pass when that pass found nothing
+  // to do; kNoIdlePass after a pass that progressed. Written by whoever runs
+  // the pass (under firmware_mutex_), read by pollers without it.
+  static constexpr uint64_t kNoIdlePass = ~uint64_t{0};
+  std::atomic<uint64_t> idle_pass_epoch_{kNoIdlePass};
+  // Polls that skipped their pass (idle_pass_would_repeat); racy increments
+  // between pollers only shift when the next forced pass comes.
+  std::atomic<unsigned> passes_skipped_{0};
   SpinBudget drive_spin_;
   std::thread firmware_;
 };

@@ -235,6 +235,9 @@ void start_call(Fw& fw, const Call& c) {
   call.issue_order = fw.st.next_issue_order++;
   call.start_ns = now;
   call.deadline_ns = now + fw.st.timeout_ns;
+  // The next deadline check comes within a few passes (one_pass); until
+  // then idle() must not sleep past this call's deadline.
+  fw.st.nearest_deadline_ns = min_of(fw.st.nearest_deadline_ns, call.deadline_ns);
   call.d = d;
   fw.st.order[fw.st.ncalls++] = slot;
   if (d.scenario != abi::kCopy && d.scenario != abi::kCombine) register_comm(fw, d.comm, d.context_id, d.comm_size);
@@ -286,7 +289,7 @@ void step_all(Fw& fw) {
   }
 }
 
-constexpr uint32_t kIdlePassesPerDeadlineCheck = 8;
+constexpr uint32_t kPassesPerDeadlineCheck = 8;
 
 // Ends calls whose deadline passed. Returns the nearest remaining deadline.
 uint64_t expire_calls(Fw& fw) {
@@ -330,12 +333,13 @@ ControlProgram::PollResult one_pass(Fw& fw) {
   step_all(fw);
   // Deadlines lie milliseconds ahead while a pass takes well under a
   // microsecond, and reading the clock costs as much as the rest of an idle
-  // pass: an idle pass checks them only every kIdlePassesPerDeadlineCheck-th
-  // time (hosts poll in tight loops of idle passes). A pass that did
-  // something checks at once (it may have started a call).
-  const bool progressed = fw.st.work_counter != work_before;
-  if (progressed || ++fw.st.idle_passes_unchecked >= kIdlePassesPerDeadlineCheck) {
-    fw.st.idle_passes_unchecked = 0;
+  // pass: passes check them only every kPassesPerDeadlineCheck-th time
+  // (hosts poll in tight loops of idle passes, and a small message's send
+  // and receive each take a pass or two that progress). A call started in
+  // between lowers nearest_deadline_ns itself (start_call); one that ended
+  // may leave it early, which costs an idle() that returns at once.
+  if (++fw.st.passes_unchecked >= kPassesPerDeadlineCheck) {
+    fw.st.passes_unchecked = 0;
     fw.st.nearest_deadline_ns = expire_calls(fw);
   }
   return ControlProgram::PollResult{fw.st.work_counter != work_before, fw.st.nearest_deadline_ns};

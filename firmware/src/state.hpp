@@ -228,9 +228,9 @@ class ControlProgramState {
   uint64_t next_arrival_order;
   uint32_t next_rid;
   uint64_t work_counter;  // bumped by every action; "no change" means idle
-  // Deadline checks (expire_calls) skipped by idle passes since the last
-  // one, and the nearest deadline that check found.
-  uint32_t idle_passes_unchecked;
+  // Passes since the last deadline check (expire_calls), and the nearest
+  // deadline that check found (lowered by calls started since).
+  uint32_t passes_unchecked;
   uint64_t nearest_deadline_ns;
   bool arrivals_full_reported;  // the "arrival table full" warning is logged once per episode
 

@@ -168,6 +168,32 @@ TEST(EmuEndToEnd, EightRanksOversubscribed) {
 
 // Small-message round trip through driver, call controller, firmware, data
 // plane and the in-process transport (printed for the record).
+// A host thread that only polls with test() (like the PMPI wait loop) skips
+// firmware passes while nothing arrives or rings; the call's deadline must
+// still end it, within a bounded number of polls.
+TEST(EmuEndToEnd, PolledReceiveStillTimesOut) {
+  auto world = create_local_world(2, InitOptions{}, inproc());
+  ACCL& a = *world[0];
+  a.set_timeout(std::chrono::microseconds(20000));
+  auto buf = a.create_buffer<int32_t>(4);
+  auto request = a.recv(*buf, 4, 1, 7, GLOBAL_COMM, false, dataType::none, /*run_async=*/true);
+  const auto begin = std::chrono::steady_clock::now();
+  uint32_t retcode = 0;
+  bool completed = false;
+  while (!completed && std::chrono::steady_clock::now() - begin < std::chrono::seconds(10)) {
+    try {
+      completed = request->test();
+    } catch (const DeviceError& e) {
+      retcode = e.retcode();
+      completed = true;
+    }
+  }
+  const auto waited = std::chrono::steady_clock::now() - begin;
+  ASSERT_TRUE(completed) << "a polled receive with a 20 ms timeout was still pending after 10 s";
+  EXPECT_NE(retcode & abi::kReceiveTimeoutError, 0u) << "retcode 0x" << std::hex << retcode;
+  EXPECT_LT(waited, std::chrono::seconds(2));
+}
+
 TEST(EmuEndToEnd, PingPongLatency) {
   auto world = create_local_world(2, InitOptions{}, inproc());
   const int iterations = 2000;
