@@ -2,6 +2,7 @@
 #include "emu_device.hpp"
 
 #include "net_address.hpp"
+#include "thread_name.hpp"
 
 #include <accl/config.hpp>
 #include <accl/log.hpp>
@@ -151,6 +152,7 @@ TransportSet EmuDevice::start_transports(const EmuOptions& options) {
 }
 
 void EmuDevice::firmware_main() {
+  name_this_thread("accl-firmware");
   log::set_thread_rank(-1);  // set from the data plane once the driver configured a communicator
 #if ACCL_EMU_HAVE_FIRMWARE
   try {

@@ -8,6 +8,7 @@
 // transport_tcp.cpp, transport_udp.cpp and transport_shm.cpp.
 #pragma once
 
+#include "thread_name.hpp"
 #include "transport.hpp"
 
 #include <accl/config.hpp>

@@ -677,6 +677,7 @@ class InboundRing {
   }
 
   void run() {
+    name_this_thread("accl-shm-rx");
     Wait w = Wait::ready;
     std::unique_lock lock(consumer_mutex_, std::defer_lock);
     for (;;) {
@@ -1060,6 +1061,7 @@ class ShmTransport final : public Transport, private InboundProgress {
   };
 
   void control_loop() {
+    name_this_thread("accl-shm-ctl");
     std::vector<epoll_event> events(32);
     while (!stopping_.load(std::memory_order_acquire)) {
       int n = ::epoll_wait(epoll_fd_.get(), events.data(), static_cast<int>(events.size()),

@@ -288,6 +288,7 @@ class TcpTransport final : public Transport {
   // ---- receive thread ----------------------------------------------------
 
   void receive_loop() {
+    name_this_thread("accl-tcp-rx");
     std::vector<epoll_event> events(64);
     auto next_sweep = Clock::now() + kWaitSlice;
     while (!stopping_.load(std::memory_order_acquire)) {

@@ -683,6 +683,7 @@ class UdpTransport final : public Transport {
   // ---- send thread: acks, replies, retransmission ----------------------------
 
   void send_loop() {
+    name_this_thread("accl-udp-tx");
     bool busy = false;
     auto next_timer = Clock::now();
     while (!stopping_.load(std::memory_order_acquire)) {
@@ -742,6 +743,7 @@ class UdpTransport final : public Transport {
   // ---- receive thread: handshakes and delivery -------------------------------
 
   void receive_loop() {
+    name_this_thread("accl-udp-rx");
     auto next_sweep = Clock::now();
     while (!stopping_.load(std::memory_order_acquire)) {
       receive_burst(rx_->fd(), true, rx_buffer_, 50,

@@ -7,6 +7,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <dirent.h>
+#include <fstream>
+#include <set>
 #include <functional>
 #include <numeric>
 #include <thread>
@@ -36,6 +39,21 @@ void on_all(std::vector<std::unique_ptr<ACCL>>& world, const std::function<void(
   }
   for (auto& t : threads) t.join();
   for (size_t r = 0; r < world.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+// Names of this process's threads (/proc/self/task/*/comm).
+std::set<std::string> thread_names() {
+  std::set<std::string> names;
+  DIR* dir = ::opendir("/proc/self/task");
+  if (dir == nullptr) return names;
+  while (const dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    std::ifstream comm(std::string("/proc/self/task/") + entry->d_name + "/comm");
+    std::string name;
+    if (std::getline(comm, name)) names.insert(name);
+  }
+  ::closedir(dir);
+  return names;
 }
 
 TEST(EmuEndToEnd, DeviceFacts) {
@@ -109,6 +127,7 @@ TEST(EmuEndToEnd, BcastAutomaticTransport) {
     for (unsigned i = 0; i < n; ++i)
       if ((*buf)[i] != 0.5 * i) throw std::runtime_error("wrong element " + std::to_string(i));
   });
+
 }
 
 // The same traffic over every network transport built into the library.
@@ -141,6 +160,10 @@ TEST_P(EmuEndToEndTransport, RendezvousSendAndAllreduce) {
     for (unsigned i = 0; i < 5000; ++i)
       if ((*out)[i] != 3000 + 3 * static_cast<int64_t>(i)) throw std::runtime_error("wrong sum " + std::to_string(i));
   });
+  // The emulator's threads say what they are (top -H, perf, gdb).
+  const auto names = thread_names();
+  EXPECT_TRUE(names.count("accl-firmware")) << "firmware threads are named";
+  EXPECT_TRUE(names.count("accl-" + to_string(GetParam()) + "-rx")) << "receive threads are named";
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, EmuEndToEndTransport,
