@@ -36,11 +36,18 @@ INSTANTIATE_TEST_SUITE_P(ShmTinyRing, TransportConformance,
                          }}),
                          param_name);
 
+// Our process's segment names (accl-<hash>-<ip>-<port>-<port>-<pid>-<n>):
+// other test binaries running at the same time create and unlink their own.
 std::set<std::string> accl_shm_names() {
   std::set<std::string> names;
+  const std::string ours = "-" + std::to_string(::getpid()) + "-";
   if (DIR* d = ::opendir("/dev/shm")) {
-    while (dirent* e = ::readdir(d))
-      if (std::string(e->d_name).rfind("accl-", 0) == 0) names.insert(e->d_name);
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      const size_t pid_at = name.rfind('-', name.rfind('-') - 1);  // npos-safe: names have several dashes
+      if (name.rfind("accl-", 0) == 0 && pid_at != std::string::npos && name.compare(pid_at, ours.size(), ours) == 0)
+        names.insert(name);
+    }
     ::closedir(d);
   }
   return names;
