@@ -153,4 +153,30 @@ TEST(EmuWakeup, DrivingSpinIsLongOnlyWithACorePerProcess) {
   EXPECT_EQ(driving_spin_budget(s, 0, 2), 50us);
 }
 
+// With a core per process the driving budget keeps a floor: the slow first
+// calls (link set-up) must not collapse it to zero for the rest of the run.
+// Oversubscribed, it still collapses (spinning steals the peer's core).
+TEST(EmuWakeup, DrivingBudgetKeepsAFloorOnlyWithACorePerProcess) {
+  DeviceSettings s;
+  s.spin = 50us;
+  s.drive_spin = 300us;
+  EXPECT_EQ(driving_spin_floor(s, 2, 2), 75us);
+  EXPECT_EQ(driving_spin_floor(s, 4, 2), 0us);
+  EXPECT_EQ(driving_spin_floor(s, 0, 2), 0us);
+
+  SpinBudget own_core(driving_spin_budget(s, 2, 2), driving_spin_floor(s, 2, 2));
+  SpinBudget shared(driving_spin_budget(s, 4, 2), driving_spin_floor(s, 4, 2));
+  for (int i = 0; i < 20; ++i) {
+    own_core.spin_failed();
+    shared.spin_failed();
+  }
+  for (int i = 0; i < 64; ++i) EXPECT_GE(own_core.next(), 75us) << "wait " << i;
+  int spins = 0;
+  for (int i = 0; i < 64; ++i) spins += shared.next() > 0ns ? 1 : 0;
+  EXPECT_LE(spins, 1) << "oversubscribed, a collapsed budget only probes";
+  // A success doubles the budget it had.
+  own_core.spin_succeeded(75us);
+  EXPECT_GE(own_core.next(), 150us);
+}
+
 }  // namespace accl::emu

@@ -38,7 +38,9 @@ inline void cpu_relax() {
 // we hold the core.
 class SpinBudget {
  public:
-  explicit SpinBudget(std::chrono::nanoseconds max) : max_(max.count()), budget_(max.count()) {}
+  // `floor`: the budget never drops below it (0: down to blocking at once).
+  explicit SpinBudget(std::chrono::nanoseconds max, std::chrono::nanoseconds floor = std::chrono::nanoseconds(0))
+      : max_(max.count()), floor_(std::min(floor.count(), max.count())), budget_(max.count()) {}
   // Budget for the next wait.
   std::chrono::nanoseconds next() {
     int64_t b = budget_.load(std::memory_order_relaxed);
@@ -51,11 +53,12 @@ class SpinBudget {
   }
   void spin_failed() {
     int64_t b = budget_.load(std::memory_order_relaxed) / 2;
-    budget_.store(b < 500 ? 0 : b, std::memory_order_relaxed);
+    budget_.store(std::max(floor_, b < 500 ? int64_t{0} : b), std::memory_order_relaxed);
   }
 
  private:
   const int64_t max_;
+  const int64_t floor_;
   std::atomic<int64_t> budget_;  // relaxed: a heuristic, races only blur it
   std::atomic<uint32_t> waits_{0};
 };
