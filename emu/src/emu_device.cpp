@@ -29,12 +29,12 @@ DeviceSettings DeviceSettings::from_environment() {
 
 bool core_per_process(unsigned host_processes, unsigned cores) { return host_processes > 0 && host_processes <= cores; }
 
-std::chrono::nanoseconds driving_spin_budget(const DeviceSettings& settings, unsigned host_processes, unsigned cores) {
-  return core_per_process(host_processes, cores) ? settings.drive_spin : settings.spin;
+std::chrono::nanoseconds driving_spin_budget(const DeviceSettings& settings, bool core_per_process) {
+  return core_per_process ? settings.drive_spin : settings.spin;
 }
 
-std::chrono::nanoseconds driving_spin_floor(const DeviceSettings& settings, unsigned host_processes, unsigned cores) {
-  return core_per_process(host_processes, cores) ? settings.drive_spin / 4 : std::chrono::nanoseconds(0);
+std::chrono::nanoseconds driving_spin_floor(const DeviceSettings& settings, bool core_per_process) {
+  return core_per_process ? settings.drive_spin / 4 : std::chrono::nanoseconds(0);
 }
 
 EmuDevice::EmuDevice(const EmuOptions& options, const DeviceSettings& settings)
@@ -49,8 +49,7 @@ EmuDevice::EmuDevice(const EmuOptions& options, const DeviceSettings& settings)
       mover_(xmem_, memory_, streams_, links_, settings.io_timeout),
       dataplane_(xmem_, calls_, sink_, streams_, links_, mover_, doorbell_),
       core_per_process_(core_per_process(options.host_processes, std::thread::hardware_concurrency())),
-      drive_spin_(driving_spin_budget(settings, options.host_processes, std::thread::hardware_concurrency()),
-                  driving_spin_floor(settings, options.host_processes, std::thread::hardware_concurrency())) {
+      drive_spin_(driving_spin_budget(settings, core_per_process_), driving_spin_floor(settings, core_per_process_)) {
   // A peer that broke its link to us is likely unreachable the other way too.
   sink_.set_link_failure_hook([this](const NetAddress& peer) { links_.forget(peer); });
   if (!settings.start_firmware) return;

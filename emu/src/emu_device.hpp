@@ -54,15 +54,15 @@ struct DeviceSettings {
   static DeviceSettings from_environment();
 };
 
-// The budget a host thread waiting for a call spends driving the CCLO
-// without progress before it blocks: `drive_spin` when each of the host's
-// `host_processes` has a core of its own (`cores`), else `spin` (spinning
-// longer would take the core from the peer being waited for).
-std::chrono::nanoseconds driving_spin_budget(const DeviceSettings& settings, unsigned host_processes, unsigned cores);
-
 // Each of the host's `host_processes` ACCL processes has a core of its own
 // (0: unknown, as for a driver used without the PMPI layer).
 bool core_per_process(unsigned host_processes, unsigned cores);
+
+// The budget a host thread waiting for a call spends driving the CCLO
+// without progress before it blocks: `drive_spin` when each process on the
+// host has a core of its own (core_per_process), else `spin` (spinning
+// longer would take the core from the peer being waited for).
+std::chrono::nanoseconds driving_spin_budget(const DeviceSettings& settings, bool core_per_process);
 
 // The driving budget's lowest value: a quarter of `drive_spin` when each
 // process has a core, else 0 (block at once). With a core each, a driving
@@ -72,7 +72,7 @@ bool core_per_process(unsigned host_processes, unsigned cores);
 // its call to the firmware and reader threads, a wake-up chain per message
 // that both ranks' probes could no longer escape (2-rank bcast of 1 MiB:
 // 300-500 us instead of 50-90 us in such runs).
-std::chrono::nanoseconds driving_spin_floor(const DeviceSettings& settings, unsigned host_processes, unsigned cores);
+std::chrono::nanoseconds driving_spin_floor(const DeviceSettings& settings, bool core_per_process);
 
 class EmuDevice final : public Device {
  public:

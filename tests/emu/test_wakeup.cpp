@@ -138,34 +138,39 @@ TEST(EmuWakeup, SpinWorkStopsBeforeSleepingAndWaitsForDrivers) {
   w.leave_driving(w.epoch(), /*pending=*/false, /*idle_pass=*/true);
 }
 
+// The settings of the driving-spin tests: ACCL_EMU_SPIN_US 50, ACCL_EMU_DRIVE_SPIN_US 300.
+DeviceSettings driving_settings() {
+  DeviceSettings s;
+  s.spin = 50us;
+  s.drive_spin = 300us;
+  return s;
+}
+
 }  // namespace
+
 // A host thread waiting for a call drives its CCLO longer only when every
 // process with a CCLO on this host has a core of its own; oversubscribed (or
 // not known), it blocks as soon as other emulator threads would.
 TEST(EmuWakeup, DrivingSpinIsLongOnlyWithACorePerProcess) {
-  DeviceSettings s;
-  s.spin = 50us;
-  s.drive_spin = 300us;
-  EXPECT_EQ(driving_spin_budget(s, 2, 2), 300us);
-  EXPECT_EQ(driving_spin_budget(s, 1, 8), 300us);
-  EXPECT_EQ(driving_spin_budget(s, 4, 2), 50us);
-  EXPECT_EQ(driving_spin_budget(s, 3, 2), 50us);
-  EXPECT_EQ(driving_spin_budget(s, 0, 2), 50us);
+  EXPECT_TRUE(core_per_process(2, 2));
+  EXPECT_TRUE(core_per_process(1, 8));
+  EXPECT_FALSE(core_per_process(4, 2));
+  EXPECT_FALSE(core_per_process(3, 2));
+  EXPECT_FALSE(core_per_process(0, 2));
+  EXPECT_EQ(driving_spin_budget(driving_settings(), true), 300us);
+  EXPECT_EQ(driving_spin_budget(driving_settings(), false), 50us);
 }
 
 // With a core per process the driving budget keeps a floor: the slow first
 // calls (link set-up) must not collapse it to zero for the rest of the run.
 // Oversubscribed, it still collapses (spinning steals the peer's core).
 TEST(EmuWakeup, DrivingBudgetKeepsAFloorOnlyWithACorePerProcess) {
-  DeviceSettings s;
-  s.spin = 50us;
-  s.drive_spin = 300us;
-  EXPECT_EQ(driving_spin_floor(s, 2, 2), 75us);
-  EXPECT_EQ(driving_spin_floor(s, 4, 2), 0us);
-  EXPECT_EQ(driving_spin_floor(s, 0, 2), 0us);
+  const DeviceSettings s = driving_settings();
+  EXPECT_EQ(driving_spin_floor(s, true), 75us);
+  EXPECT_EQ(driving_spin_floor(s, false), 0us);
 
-  SpinBudget own_core(driving_spin_budget(s, 2, 2), driving_spin_floor(s, 2, 2));
-  SpinBudget shared(driving_spin_budget(s, 4, 2), driving_spin_floor(s, 4, 2));
+  SpinBudget own_core(driving_spin_budget(s, true), driving_spin_floor(s, true));
+  SpinBudget shared(driving_spin_budget(s, false), driving_spin_floor(s, false));
   for (int i = 0; i < 20; ++i) {
     own_core.spin_failed();
     shared.spin_failed();
