@@ -365,17 +365,23 @@ void ReceiveSink::revoke_all(const std::vector<std::shared_ptr<WriteLease>>& lea
 }
 
 void ReceiveSink::close_window(const fw::Window& w) {
+  // The firmware closes exactly the window it opened. With the same (peer,
+  // ctx, rid) a window may be open again while the transfer into an earlier
+  // one is still being written (fuzz finding rendezvous-no-arrival): closing
+  // the open one must not cut off that transfer, so both lookups compare
+  // every field, and a window that was still open had no transfer to revoke.
   auto same = [&](const fw::Window& o) {
-    return o.peer_ip == w.peer_ip && o.peer_port == w.peer_port && o.ctx == w.ctx && o.rid == w.rid;
+    return o.peer_ip == w.peer_ip && o.peer_port == w.peer_port && o.ctx == w.ctx && o.rid == w.rid &&
+           o.addr == w.addr && o.host == w.host && o.bytes == w.bytes;
   };
   std::vector<std::shared_ptr<WriteLease>> revoke;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    std::erase_if(windows_, [&](const OpenWindow& o) { return same(o.w); });
-    // A transfer into this window that has begun and not ended: still being
-    // written by a transport thread.
+    if (std::erase_if(windows_, [&](const OpenWindow& o) { return same(o.w); }) > 0) return;
+    // Not open any more: its transfer has begun. If it has not ended, a
+    // transport thread is still writing into it.
     for (const auto& [token, f] : in_flight_) {
-      if (f->lease && same(f->window) && f->window.addr == w.addr && f->window.host == w.host) {
+      if (f->lease && same(f->window)) {
         ACCL_LOG_WARN("emulated CCLO: closing rendezvous window (peer {}, ctx {}, rid {}, {} bytes at 0x{:x}) while "
                       "its transfer is in flight; the rest of it is dropped",
                       to_string(NetAddress{w.peer_ip, static_cast<uint16_t>(w.peer_port)}), w.ctx, w.rid, w.bytes,

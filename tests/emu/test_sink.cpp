@@ -314,6 +314,50 @@ TEST(EmuSink, ClosingAWindowInFlightRevokesIt) {
   d->free(buf);
 }
 
+// Fuzz finding rendezvous-no-arrival: while data is still being written into
+// a window, a window with the same (peer, ctx, rid) is opened again and then
+// closed. That close concerns only the new window; the transfer into the old
+// one must still complete and report its arrival.
+TEST(EmuSink, ClosingAReopenedWindowLeavesTheEarlierTransferAlone) {
+  auto d = make_device();
+  auto& dp = d->dataplane();
+  constexpr uint32_t kBytes = 2327;
+  auto buf = d->allocate(8192, MemoryKind::device, 0);
+  auto h = header(kBytes, 0, abi::kMsgRendezvousData);
+  h.rid = 0x80000001u;
+  h.vaddr = buf.address;
+  fw::Window w;
+  w.peer_ip = kPeer.ip;
+  w.peer_port = kPeer.port;
+  w.ctx = h.ctx;
+  w.rid = h.rid;
+  w.addr = buf.address;
+  w.bytes = kBytes;
+  ASSERT_EQ(dp.open_window(w), 0u);
+  ReceiveTicket t;
+  std::byte* dst = d->sink().begin_message(kPeer, h, t);
+  ASSERT_NE(dst, nullptr);
+
+  fw::Window again = w;
+  again.bytes = 0;
+  ASSERT_EQ(dp.open_window(again), 0u);
+  dp.close_window(again);
+  EXPECT_EQ(d->sink().open_windows(), 0u);
+  ASSERT_TRUE(t.lease);
+  EXPECT_FALSE(t.lease->revoked()) << "closing the reopened window cut off the earlier transfer";
+
+  const std::vector<std::byte> ones(kBytes, std::byte{1});
+  EXPECT_TRUE(store_payload(t, dst, 0, ones.data(), kBytes));
+  d->sink().end_message(kPeer, h, t, 0);
+  fw::Arrival a;
+  ASSERT_TRUE(dp.pop_arrival(a));
+  EXPECT_EQ(a.kind, fw::ArrivalKind::rendezvous_done);
+  EXPECT_EQ(a.status, 0u);
+  auto back = read_back<uint8_t>(*d, buf.address, kBytes);
+  EXPECT_EQ(std::count(back.begin(), back.end(), 1), static_cast<long>(kBytes));
+  d->free(buf);
+}
+
 TEST(EmuSink, BrokenMessageFreesItsBuffer) {
   auto d = make_device();
   setup_rx(*d, 1, 1024);
