@@ -34,12 +34,12 @@ if [[ ${ACCL_TEST_QUICK:-0} == 1 ]]; then exit 0; fi
 # within CI's time budget.
 sanitizer_targets=(
   core/tests/core-unit-encoding core/tests/core-unit-configuration core/tests/core-unit-calls
-  core/tests/core-unit-buffers tests/firmware/firmware-unit tests/emu/test_emu tests/emu/test_emu_e2e
+  core/tests/core-unit-buffers core/tests/core-unit-containers tests/firmware/firmware-unit tests/emu/test_emu tests/emu/test_emu_e2e
   tests/transport/test_transport_tcp tests/transport/test_transport_shm tests/transport/test_transport_shm-poll
   tests/transport/test_transport_udp tests/core/core-async tests/core/core-primitives tests/core/core-errors
 )
 sanitizer_tests=(
-  core-unit-encoding core-unit-configuration core-unit-calls core-unit-buffers firmware-unit
+  core-unit-encoding core-unit-configuration core-unit-calls core-unit-buffers core-unit-containers firmware-unit
   emu-memory emu-call-controller emu-arith emu-sink emu-inproc emu-mover emu-wakeup emu-end-to-end
   transport-tcp transport-shm transport-shm-poll transport-udp core-async
 )

@@ -126,7 +126,7 @@ std::shared_ptr<detail::CallRequest> ACCL::Impl::launch(const std::string& name,
   params.rank = rank.load(std::memory_order_relaxed);
   params.timeout = timeout;
   params.outputs = outputs;
-  return std::make_shared<detail::CallRequest>(std::move(params));
+  return detail::make_request(std::move(params));
 }
 
 namespace {
@@ -239,7 +239,7 @@ class Call {
         params.context = impl_.context;
         params.name = &name_;
         params.rank = impl_.rank.load(std::memory_order_relaxed);
-        return std::make_shared<detail::CallRequest>(std::move(params));
+        return detail::make_request(std::move(params));
       }
       CallWords nop;
       nop[abi::kWordScenario] = abi::kNop;

@@ -7,6 +7,7 @@
 #include <accl/call_encoding.hpp>
 
 #include "exchange_allocator.hpp"
+#include "recycling_allocator.hpp"
 
 #include <array>
 #include <atomic>
@@ -123,6 +124,12 @@ class CallRequest final : public Request {
   // Set when this call succeeded but a call it waited for failed.
   std::shared_ptr<const CallRequest> failed_dependency_;
 };
+
+// Every request the driver returns comes from here: its block is recycled
+// (no allocation per call once the pool holds as many as are alive at once).
+inline std::shared_ptr<CallRequest> make_request(CallRequest::Params params) {
+  return std::allocate_shared<CallRequest>(RecyclingAllocator<CallRequest>(), std::move(params));
+}
 
 // A communicator as the driver remembers it (the record itself lives in
 // exchange memory).

@@ -53,6 +53,30 @@ void ReceiveSink::push_arrival(fw::Arrival a) {
   arrival_count_.fetch_add(1, std::memory_order_acq_rel);
 }
 
+ReceiveSink::InFlight& ReceiveSink::add_in_flight(uint64_t token) {
+  if (spare_in_flight_.empty()) return *in_flight_.emplace(token, std::make_unique<InFlight>()).first->second;
+  InFlightMap::node_type node = std::move(spare_in_flight_.back());
+  spare_in_flight_.pop_back();
+  node.key() = token;
+  InFlight& f = *node.mapped();
+  f.generation = 0;
+  f.window = fw::Window{};
+  f.data.clear();
+  in_flight_.insert(std::move(node));
+  return f;
+}
+
+void ReceiveSink::retire_in_flight(InFlightMap::iterator it) {
+  // Kept: as many as were in flight at once, up to a bound (a burst of
+  // kernel-stream messages must not pin its buffers forever).
+  constexpr size_t kMaxSpare = 64;
+  InFlightMap::node_type node = in_flight_.extract(it);
+  if (spare_in_flight_.size() >= kMaxSpare) return;
+  InFlight& f = *node.mapped();
+  f.data = std::vector<std::byte>();  // stream payloads are large: give them back
+  spare_in_flight_.push_back(std::move(node));
+}
+
 void ReceiveSink::error_arrival(fw::ArrivalKind kind, const NetAddress& from, const abi::WireHeader& h,
                                 uint32_t status) {
   fw::Arrival a;
@@ -133,16 +157,18 @@ std::byte* ReceiveSink::place_rendezvous(const NetAddress& from, const abi::Wire
   // the flag tells the firmware how to read them.)
   // The transport keeps writing after this returns: it does so under a
   // lease that close_window() can revoke if the receive fails meanwhile.
-  auto f = std::make_unique<InFlight>();
-  f->generation = generation_;
-  f->window = it->w;
-  f->lease = std::make_shared<WriteLease>();
-  std::byte* p = it->ptr;
-  windows_.erase(it);
   t.kind = kWindow;
   t.token = next_token_++;
-  t.lease = f->lease;
-  in_flight_.emplace(t.token, std::move(f));
+  InFlight& f = add_in_flight(t.token);
+  f.generation = generation_;
+  f.window = it->w;
+  // A recycled lease is reused only when nobody else holds it (a revoker may
+  // still be waiting on an old one); other copies are made under mutex_.
+  if (f.lease && f.lease.use_count() == 1) f.lease->rearm();
+  else f.lease = std::make_shared<WriteLease>();
+  t.lease = f.lease;
+  std::byte* p = it->ptr;
+  windows_.erase(it);
   return h.count == 0 ? g_no_payload : p;
 }
 
@@ -161,14 +187,12 @@ std::byte* ReceiveSink::begin_message(const NetAddress& from, const abi::WireHea
       t.kind = kDiscard;
       return nullptr;
     }
-    auto f = std::make_unique<InFlight>();
-    f->generation = generation_;
-    f->data.resize(h.count);
-    std::byte* p = h.count == 0 ? g_no_payload : f->data.data();
     t.kind = kStream;
     t.token = next_token_++;
-    in_flight_.emplace(t.token, std::move(f));
-    return p;
+    InFlight& f = add_in_flight(t.token);
+    f.generation = generation_;
+    f.data.resize(h.count);
+    return h.count == 0 ? g_no_payload : f.data.data();
   }
   switch (h.msg_type) {
     case abi::kMsgRendezvousData:
@@ -258,7 +282,7 @@ void ReceiveSink::end_message(const NetAddress& from, const abi::WireHeader& h, 
           a.status = status != 0 ? (status | abi::kLinkError) : 0;
           push_arrival(a);
         }
-        in_flight_.erase(it);
+        retire_in_flight(it);
         break;
       }
       case kStream: {
@@ -268,7 +292,7 @@ void ReceiveSink::end_message(const NetAddress& from, const abi::WireHeader& h, 
           stream_data = std::move(it->second->data);
           deliver_stream = true;
         }
-        in_flight_.erase(it);
+        retire_in_flight(it);
         break;
       }
     }
@@ -404,7 +428,7 @@ void ReceiveSink::reset() {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto& [token, f] : in_flight_)
       if (f->lease) revoke.push_back(f->lease);
-    for (const auto& a : arrivals_) release_locked(a.token);
+    arrivals_.for_each([&](const fw::Arrival& a) { release_locked(a.token); });
     arrivals_.clear();
     arrival_count_.store(0, std::memory_order_release);
     windows_.clear();

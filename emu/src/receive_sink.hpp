@@ -30,12 +30,12 @@
 #include "transport.hpp"
 #include "wakeup.hpp"
 
+#include <accl/ring_queue.hpp>
 #include <accl_fw/dataplane.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -102,10 +102,17 @@ class ReceiveSink final : public Sink {
     fw::Window w;
     std::byte* ptr;
   };
+  using InFlightMap = std::unordered_map<uint64_t, std::unique_ptr<InFlight>>;
+
 
   std::byte* place_eager(const NetAddress& from, const abi::WireHeader& h, ReceiveTicket& t);  // holds mutex_
   std::byte* place_rendezvous(const NetAddress& from, const abi::WireHeader& h, ReceiveTicket& t);  // holds mutex_
   void push_arrival(fw::Arrival a);  // holds mutex_
+  // In-flight records are recycled with their map node (and the write lease
+  // when nobody else holds it any more), so a rendezvous transfer allocates
+  // nothing once the sink has seen as many at once as it ever will. Both hold mutex_.
+  InFlight& add_in_flight(uint64_t token);
+  void retire_in_flight(InFlightMap::iterator it);
   void release_locked(uint64_t token);
   void error_arrival(fw::ArrivalKind kind, const NetAddress& from, const abi::WireHeader& h, uint32_t status);
   // Revokes the leases (outside mutex_) and waits, bounded, until no piece is
@@ -121,11 +128,12 @@ class ReceiveSink final : public Sink {
 
   mutable std::mutex mutex_;
   uint32_t generation_ = 1;  // bumped by reset(); stale tickets/tokens are ignored
-  std::deque<fw::Arrival> arrivals_;
+  RingQueue<fw::Arrival> arrivals_;  // no allocation per message (std::deque had one every few)
   std::atomic<size_t> arrival_count_{0};
   std::vector<OpenWindow> windows_;
   uint64_t next_token_ = 1;
-  std::unordered_map<uint64_t, std::unique_ptr<InFlight>> in_flight_;
+  InFlightMap in_flight_;
+  std::vector<InFlightMap::node_type> spare_in_flight_;
   // Overflow payloads delivered and not yet released: bank offset -> generation.
   std::unordered_map<uint64_t, uint32_t> overflow_live_;
 };

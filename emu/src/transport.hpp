@@ -71,6 +71,9 @@ class WriteLease {
                             [&] { return state_.load(std::memory_order_acquire) < kWriter; });
   }
   bool revoked() const { return (state_.load(std::memory_order_acquire) & kRevoked) != 0; }
+  // Makes a lease usable for another transfer. Only for its sole owner (no
+  // transport and no revoker holds it any more).
+  void rearm() { state_.store(0, std::memory_order_release); }
 
  private:
   static constexpr uint32_t kRevoked = 1;

@@ -65,11 +65,11 @@
 #include "pmpi.hpp"
 
 #include <accl/log.hpp>
+#include <accl/ring_queue.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
-#include <deque>
 
 namespace accl::pmpi {
 
@@ -131,7 +131,7 @@ struct DevOp {
                 : accl.recv(*buf, words, peer, tag, comm, false, dataType::none, true);
   }
 };
-std::deque<DevOp> g_ops[kNumClasses];
+RingQueue<DevOp> g_ops[kNumClasses];  // std::deque allocated a block every few calls
 std::vector<CommState*> g_active;    // comms with an envelope pull outstanding
 ShadowReq* g_flight = nullptr;       // requests with device work outstanding
 
@@ -584,10 +584,8 @@ void p2p_forget(ShadowReq* r) {
   for (int i = 0; i < 3; ++i) release_slot(r, i);
   if (r->queued_ops != 0) {
     for (int cls = 0; cls < kNumClasses; ++cls) {
-      auto& q = g_ops[cls];
-      const auto gone = std::remove_if(q.begin(), q.end(), [r](const DevOp& op) { return op.r == r; });
-      if (cls == kEarly) g_early_reserved -= static_cast<int>(q.end() - gone);
-      q.erase(gone, q.end());
+      const size_t gone = g_ops[cls].remove_if([r](const DevOp& op) { return op.r == r; });
+      if (cls == kEarly) g_early_reserved -= static_cast<int>(gone);
     }
     r->queued_ops = 0;
   }
