@@ -352,6 +352,45 @@ def stats_run(args, benches, nps):
 
 
 # ----------------------------------------------------------------------------
+# allocations per call on the offloaded data path
+# ----------------------------------------------------------------------------
+ALLOC_PROGRAM = "tests/pmpi/pmpi_test_alloc"
+ALLOC_COUNTER = "tests/pmpi/libaccl_test_alloc_counter.so"
+ALLOC_ROUNDS = 200
+# One round of tests/pmpi/test_alloc.c per rank: Send+Recv twice (8 B, 64 KiB),
+# Irecv+Isend+Waitall, and 5 collectives.
+ALLOC_CALLS_PER_ROUND = 12
+
+
+def parse_allocations(text):
+    """test_alloc output -> (worst allocations of any rank, rounds) or None."""
+    found = [(int(m.group(1)), int(m.group(2))) for m in
+             re.finditer(r"rank \d+: (\d+) allocations in (\d+) rounds", text)]
+    if not found:
+        return None
+    return max(a for a, _ in found), found[0][1]
+
+
+def count_allocations(args, nps):
+    """{np: (allocations, rounds) or {"error": text}}: every malloc of each rank while it runs rounds of offloaded
+    calls after a warm-up, counted by a preloaded counter (tests/pmpi/alloc_counter.c)."""
+    prog = os.path.join(args.build, ALLOC_PROGRAM)
+    counter = os.path.join(args.build, ALLOC_COUNTER)
+    if not args.pmpi_lib or not os.path.exists(prog) or not os.path.exists(counter):
+        log("allocation count: %s or %s not built; skipped" % (ALLOC_PROGRAM, ALLOC_COUNTER))
+        return {}
+    result = {}
+    for np_ in nps:
+        env = dict(accl_env_for(args), LD_PRELOAD=counter + ":" + args.pmpi_lib, ACCL_STATS="1")
+        rc, out, err, _ = run(mpirun_cmd(args, np_, prog, [str(ALLOC_ROUNDS)], env), env=mpi_env(),
+                           timeout=args.timeout, log_path=os.path.join(args.logdir, "alloc-np%d.log" % np_))
+        counted = parse_allocations(out)
+        result[np_] = counted if counted and rc == 0 else {"error": first_error_line(err, out) or "rc %d" % rc}
+        log("allocation count np=%d: %s" % (np_, result[np_]))
+    return result
+
+
+# ----------------------------------------------------------------------------
 # callgrind: pure interposition cost
 # ----------------------------------------------------------------------------
 def parse_callgrind(path):
@@ -762,7 +801,7 @@ def interposition_extra(cg, bench):
     return (itp["incl"] - itp["inner"]) / itp["calls"]
 
 
-def speed_targets(rec, cg):
+def speed_targets(rec, cg, allocs=None):
     """Rows [target, ranks, measured, limit, verdict] for every target of the benchmarks issue."""
     rows = []
     for bench in ("latency", "allreduce"):
@@ -799,10 +838,21 @@ def speed_targets(rec, cg):
     rows.append(["resident memory per rank over native (worst benchmark)", worst[2] if worst else "–",
                  "%+.0f KiB (%s)" % (worst[0], worst[1]) if worst else "–", "≤ +%d KiB" % MEMORY_MAX_EXTRA_KIB,
                  "not measured" if worst is None else ("MET" if worst[0] <= MEMORY_MAX_EXTRA_KIB else "MISSED")])
+    label = "allocations per call on the data path (%d offloaded calls per round, after warm-up)" % \
+        ALLOC_CALLS_PER_ROUND
+    for np_ in TARGET_RANKS:
+        got = (allocs or {}).get(np_)
+        if not isinstance(got, tuple):
+            rows.append([label, np_, "–" if got is None else "failed: %s" % got["error"], "< 1 per 10 rounds",
+                         "not measured"])
+            continue
+        n, rounds = got
+        rows.append([label, np_, "%d in %d rounds (worst rank)" % (n, rounds), "< 1 per 10 rounds",
+                     "MET" if n * 10 < rounds else "MISSED"])
     return rows
 
 
-def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=()):
+def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=(), allocs=None):
     L = []
     L.append("# ACCL for MPI — performance report (%s)" % started.strftime("%Y-%m-%d %H:%M"))
     L.append("")
@@ -866,9 +916,12 @@ def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=
     L.append("## Speed targets")
     L.append("")
     L.append("The targets of the benchmarks issue, checked against the best values above (speedup as defined in "
-             "Setup; memory: median VmHWM per rank; interposition: callgrind section below).")
+             "Setup; memory: median VmHWM per rank; interposition: callgrind section below; allocations: every "
+             "malloc/calloc/realloc of each rank, counted by `tests/pmpi/alloc_counter.c` preloaded ahead of the "
+             "layer while `%s` runs eager and rendezvous Send/Recv, Isend/Irecv, Allreduce, Bcast, Reduce, "
+             "Allgather and Alltoall of up to 1 MiB)." % ALLOC_PROGRAM)
     L.append("")
-    L.append(md_table(["target", "ranks", "measured", "limit", "verdict"], speed_targets(rec, cg)))
+    L.append(md_table(["target", "ranks", "measured", "limit", "verdict"], speed_targets(rec, cg, allocs)))
     L.append("")
 
     # per benchmark tables
@@ -1049,7 +1102,7 @@ def main():
     ap.add_argument("--core-budget", type=float, default=0.2, help="accl-bench-core --budget (default 0.2)")
     ap.add_argument("--all-ops", action="store_true", help="also the core per-call sweeps (bcast, reduce, ...)")
     ap.add_argument("--callgrind-iters", type=int, default=2000, help="iterations under callgrind (default 2000)")
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: osu,callgrind,core,scale,stats,plots,profile")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: osu,alloc,callgrind,core,scale,stats,plots,profile")
     ap.add_argument("--quick", action="store_true",
                     help="short run: sizes to 64K, -i 50 -x 5, core to 16M with budget 0.05, callgrind 500 iters")
     ap.add_argument("--nice", type=int, default=0,
@@ -1115,6 +1168,8 @@ def main():
     # report never measures a stale libaccl_pmpi.so
     osu_build_dir = os.path.join(args.build, "benchmarks", "osu")
     want_targets = ["pmpi/libaccl_pmpi.so", "benchmarks/core/accl-bench-core"]
+    if "alloc" not in skip:
+        want_targets += [ALLOC_PROGRAM, ALLOC_COUNTER]
     if not args.osu_dir:
         want_targets += ["benchmarks/osu/osu_" + b for b in sorted((set(benches) | set(SCALE_BENCHMARKS) |
                                                                      {"latency", "allreduce"}) - set(extra))]
@@ -1165,6 +1220,7 @@ def main():
                    "scale")
     if "stats" not in skip and "osu" not in skip:
         stats_run(args, benches, ranks[:1])
+    allocs = {} if "alloc" in skip else count_allocations(args, ranks)
     cg = {} if "callgrind" in skip else run_callgrind(args)
     core = {} if "core" in skip else run_core(args)
     scaling = {} if "scale" in skip else run_core_scaling(args)
@@ -1172,7 +1228,8 @@ def main():
     write_csv(args, rec, os.path.join(args.out, "results.csv"))
     plots = plot_all(args, rec, plotter, core, scaling)
     profiles = [] if "profile" in skip or "core" in skip else profile_missed(args, core)
-    write_markdown(args, rec, cg, core, scaling, plots, started, os.path.join(args.out, "report.md"), profiles)
+    write_markdown(args, rec, cg, core, scaling, plots, started, os.path.join(args.out, "report.md"), profiles,
+                   allocs)
     with open(os.path.join(args.out, "callgrind.json"), "w") as f:
         json.dump(cg, f, indent=1)
     log("wrote %s (report.md, results.csv, %d plots) in %.0f s" % (

@@ -103,6 +103,18 @@ def target_verdicts(rr):
           "a failed callgrind run is not measured")
     mem = [r for r in rows.values() if r[0].startswith("resident memory")]
     check(len(mem) == 1 and mem[0][4] == "MISSED" and "bcast" in mem[0][2], "worst RSS excess is judged: %s" % mem)
+    alloc = [r for r in rows.values() if r[0].startswith("allocations per call")]
+    check(len(alloc) == 2 and all(r[4] == "not measured" for r in alloc), "no allocation count: not measured")
+    rows = {(r[0], r[1]): r for r in rr.speed_targets(rec, cg, {2: (3, 200), 4: (40, 200)})}
+    alloc = {r[1]: r[4] for r in rows.values() if r[0].startswith("allocations per call")}
+    check(alloc == {2: "MET", 4: "MISSED"}, "3 in 200 rounds meet < 1 per 10 rounds, 40 miss: %s" % alloc)
+    rows = {(r[0], r[1]): r for r in rr.speed_targets(rec, cg, {2: {"error": "rc 1"}})}
+    alloc = {r[1]: r[4] for r in rows.values() if r[0].startswith("allocations per call")}
+    check(alloc == {2: "not measured", 4: "not measured"}, "a failed count is not measured: %s" % alloc)
+    check(rr.parse_allocations("rank 1: 7 allocations in 200 rounds of offloaded calls\n"
+                               "rank 0: 2 allocations in 200 rounds of offloaded calls\n") == (7, 200),
+          "the worst rank's count is parsed")
+    check(rr.parse_allocations("nothing here") is None, "no count lines: None")
 
 
 def real_run(report, build, tmp):
@@ -124,6 +136,11 @@ def real_run(report, build, tmp):
         check(r["native_best"] != "" and r["accl_best"] != "",
               "%s %s B: native and ACCL values" % (r["benchmark"], r["size_bytes"]))
         check(r["accl_runs_ok"] == "1/1", "%s ACCL run succeeded (offloaded, no fallback)" % r["benchmark"])
+    if os.path.exists(os.path.join(build, "tests", "pmpi", "pmpi_test_alloc")):
+        with open(os.path.join(out, "report.md")) as f:
+            alloc = [line for line in f if line.startswith("| allocations per call")]
+        check(len(alloc) == 2 and alloc[0].rstrip().endswith("| MET |") and "in 200 rounds" in alloc[0],
+              "the report counted allocations on 2 ranks and found none per call: %s" % alloc)
 
 
 def main():
