@@ -29,6 +29,19 @@ class PatternWriter final : public PayloadWriter {
 
 const NetAddress kPeer{0x7F000001, 4000};
 
+// The window that rendezvous data with header `h` from kPeer fits exactly.
+fw::Window window_for(const abi::WireHeader& h) {
+  fw::Window w;
+  w.peer_ip = kPeer.ip;
+  w.peer_port = kPeer.port;
+  w.ctx = h.ctx;
+  w.rid = h.rid;
+  w.addr = h.vaddr;
+  w.host = h.host != 0;
+  w.bytes = h.count;
+  return w;
+}
+
 // What a transport does: begin, write in 64-byte pieces, end.
 bool deliver(Sink& sink, const NetAddress& from, const abi::WireHeader& h, uint8_t seed = 1, uint32_t fail = 0) {
   PatternWriter w(seed);
@@ -255,13 +268,7 @@ TEST(EmuSink, ClosingAWindowInFlightRevokesIt) {
   auto h = header(kBytes, 0, abi::kMsgRendezvousData);
   h.rid = 6;
   h.vaddr = buf.address;
-  fw::Window w;
-  w.peer_ip = kPeer.ip;
-  w.peer_port = kPeer.port;
-  w.ctx = h.ctx;
-  w.rid = h.rid;
-  w.addr = buf.address;
-  w.bytes = kBytes;
+  fw::Window w = window_for(h);
   ASSERT_EQ(dp.open_window(w), 0u);
   ReceiveTicket t;
   std::byte* dst = d->sink().begin_message(kPeer, h, t);
@@ -326,13 +333,7 @@ TEST(EmuSink, ClosingAReopenedWindowLeavesTheEarlierTransferAlone) {
   auto h = header(kBytes, 0, abi::kMsgRendezvousData);
   h.rid = 0x80000001u;
   h.vaddr = buf.address;
-  fw::Window w;
-  w.peer_ip = kPeer.ip;
-  w.peer_port = kPeer.port;
-  w.ctx = h.ctx;
-  w.rid = h.rid;
-  w.addr = buf.address;
-  w.bytes = kBytes;
+  fw::Window w = window_for(h);
   ASSERT_EQ(dp.open_window(w), 0u);
   ReceiveTicket t;
   std::byte* dst = d->sink().begin_message(kPeer, h, t);
