@@ -917,8 +917,8 @@ def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=
     L.append("")
     L.append("The targets of the benchmarks issue, checked against the best values above (speedup as defined in "
              "Setup; memory: median VmHWM per rank; interposition: callgrind section below; allocations: every "
-             "malloc/calloc/realloc of each rank, counted by `tests/pmpi/alloc_counter.c` preloaded ahead of the "
-             "layer while `%s` runs eager and rendezvous Send/Recv, Isend/Irecv, Allreduce, Bcast, Reduce, "
+             "heap allocation (malloc, calloc, realloc, the aligned ones) of each rank, counted by "
+             "`tests/pmpi/alloc_counter.c` preloaded ahead of the layer while `%s` runs eager and rendezvous Send/Recv, Isend/Irecv, Allreduce, Bcast, Reduce, "
              "Allgather and Alltoall of up to 1 MiB)." % ALLOC_PROGRAM)
     L.append("")
     L.append(md_table(["target", "ranks", "measured", "limit", "verdict"], speed_targets(rec, cg, allocs)))

@@ -4,7 +4,7 @@
 // blocks for the next object of the same type instead of returning them to
 // malloc. Every offloaded call hands its caller a shared request; without
 // this each call paid a malloc/free pair on the data path (the issue's "no
-// per-call allocation" target, checked end to end by tests/pmpi/alloc_probe).
+// per-call allocation" target, checked end to end by tests/pmpi/test_alloc.c).
 //
 // One free list per block type for the whole process, behind a mutex (a
 // request may be freed on another thread than the one that made it). The

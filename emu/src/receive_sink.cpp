@@ -60,8 +60,7 @@ ReceiveSink::InFlight& ReceiveSink::add_in_flight(uint64_t token) {
   node.key() = token;
   InFlight& f = *node.mapped();
   f.generation = 0;
-  f.window = fw::Window{};
-  f.data.clear();
+  f.window = fw::Window{};  // (its data was given back when it retired)
   in_flight_.insert(std::move(node));
   return f;
 }

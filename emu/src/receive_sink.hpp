@@ -104,7 +104,6 @@ class ReceiveSink final : public Sink {
   };
   using InFlightMap = std::unordered_map<uint64_t, std::unique_ptr<InFlight>>;
 
-
   std::byte* place_eager(const NetAddress& from, const abi::WireHeader& h, ReceiveTicket& t);  // holds mutex_
   std::byte* place_rendezvous(const NetAddress& from, const abi::WireHeader& h, ReceiveTicket& t);  // holds mutex_
   void push_arrival(fw::Arrival a);  // holds mutex_
