@@ -64,6 +64,7 @@ EmuDevice::EmuDevice(const EmuOptions& options, const DeviceSettings& settings)
   try {
     program_ = new fw::ControlProgram(dataplane_, firmware_state_);
     program_->power_on();  // before any thread may run a pass
+    sink_.set_delivery_driver(this);
     firmware_ = std::thread([this] { firmware_main(); });
   } catch (...) {
     delete program_;
@@ -218,6 +219,17 @@ bool EmuDevice::run_passes(unsigned max_passes, bool& progressed, uint64_t& seen
   (void)seen;
   return false;
 #endif
+}
+
+void EmuDevice::delivery_begins() { doorbell_.enter_driving(); }
+
+void EmuDevice::delivery_ended() {
+  bool progressed = false;
+  uint64_t seen = doorbell_.epoch();
+  const bool ran = run_passes(kPassesPerDelivery, progressed, seen);
+  // Not run (another thread holds the firmware) or still progressing: the
+  // firmware thread takes over, as after a host thread's drive.
+  doorbell_.leave_driving(seen, !ran || progressed, ran && !progressed);
 }
 
 CallId EmuDevice::start(const CallWords& call, std::span<const CallId> waitfor) {

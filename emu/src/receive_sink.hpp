@@ -44,6 +44,20 @@
 
 namespace accl::emu {
 
+// Runs, on a transport's reader thread, the work an arrival it delivered
+// enables (EmuDevice: the firmware passes; see Sink::reader_delivers).
+class DeliveryDriver {
+ public:
+  // Before the arrival is queued: the doorbell ring it causes need not wake
+  // the firmware thread.
+  virtual void delivery_begins() = 0;
+  // After: run what the arrival enabled, or hand over to the firmware thread.
+  virtual void delivery_ended() = 0;
+
+ protected:
+  ~DeliveryDriver() = default;
+};
+
 class ReceiveSink final : public Sink {
  public:
   // stream_timeout: how long a stream_put message may wait for room in a
@@ -57,6 +71,15 @@ class ReceiveSink final : public Sink {
   void end_message(const NetAddress& from, const abi::WireHeader& header, ReceiveTicket& ticket,
                    uint32_t status) override;
   void link_failed(const NetAddress& peer, uint32_t status) override;
+  void reader_delivers() override {
+    if (auto* d = delivery_driver_.load(std::memory_order_acquire)) d->delivery_begins();
+  }
+  void reader_delivered() override {
+    if (auto* d = delivery_driver_.load(std::memory_order_acquire)) d->delivery_ended();
+  }
+  // Set once the driver can run (reader threads may already deliver); it
+  // must outlive the transports' reader threads. Null: readers only ring.
+  void set_delivery_driver(DeliveryDriver* driver) { delivery_driver_.store(driver, std::memory_order_release); }
 
   // --- firmware side (DataPlane) ---
   bool pop_arrival(fw::Arrival& out);
@@ -124,6 +147,7 @@ class ReceiveSink final : public Sink {
   Wakeup& doorbell_;
   const std::chrono::nanoseconds stream_timeout_;
   std::function<void(const NetAddress&)> on_link_failure_;
+  std::atomic<DeliveryDriver*> delivery_driver_{nullptr};
 
   mutable std::mutex mutex_;
   uint32_t generation_ = 1;  // bumped by reset(); stale tickets/tokens are ignored

@@ -137,6 +137,13 @@ class Sink {
                            uint32_t status) = 0;
   // The link from `peer` broke (closed, lost or corrupt data): error bits.
   virtual void link_failed(const NetAddress& peer, uint32_t status) = 0;
+  // A transport's own reader thread (not a poll() from the receiver's
+  // threads) is about to end a message, and then has ended it while holding
+  // no transport lock. The receiver may do the work the arrival enables
+  // right there, on a thread that is awake anyway, instead of waking another
+  // one for it (the emulated CCLO runs its firmware passes).
+  virtual void reader_delivers() {}
+  virtual void reader_delivered() {}
 };
 
 // Produces the payload of one outgoing message in pieces.

@@ -703,8 +703,10 @@ class InboundRing {
         copy_published(tail);
       }
       if (w != Wait::ready) break;
+      sink_.reader_delivers();
       end_current(0);
       lock.unlock();
+      sink_.reader_delivered();  // no lock held: the work it runs may send and wait for ring space
     }
     // Still holding the lock: no poll() delivers anything after this.
     ended_ = true;

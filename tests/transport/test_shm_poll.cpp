@@ -121,6 +121,48 @@ TEST(ShmPoll, ReaderTakesOverWhenThePollsStop) {
   EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
 }
 
+TEST(ShmPoll, ReaderBracketsTheMessagesItEndsAndPollsDoNot) {
+  // The reader thread tells the sink before and after each message it ends
+  // (the emulator runs its firmware passes in the second call instead of
+  // waking the firmware thread); a message a host thread's poll takes needs
+  // no such call, the poller is the one that goes on with it.
+  ShmTuning tuning;
+  tuning.poll_lease = std::chrono::microseconds(std::chrono::seconds(60));
+  PolledPair p(tuning);
+  ASSERT_NE(p.link, nullptr);
+  constexpr uint32_t kByReader = 20;
+  for (uint32_t i = 0; i < kByReader; ++i) {
+    // Header-only, in the ring, and larger than the ring (streamed).
+    const uint32_t bytes = i % 3 == 0 ? 0 : i % 3 == 1 ? 3000 : 3u << 20;
+    ASSERT_EQ(p.send(i, bytes), 0u);
+  }
+  ASSERT_TRUE(p.sink.wait_messages(kByReader, 10000ms));
+  // The bracket closes after end_message: wait for the last one.
+  for (int i = 0; i < 5000 && p.sink.reader_brackets() < kByReader; ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(p.sink.reader_brackets(), kByReader);
+  EXPECT_EQ(p.sink.ended_by_reader(), kByReader);
+  EXPECT_EQ(p.sink.reader_violations.load(), 0);
+
+  // Now a host thread polls; once the reader parked, polls take everything.
+  start_polling(p);
+  ASSERT_EQ(p.send(kByReader, 8), 0u);
+  ASSERT_TRUE(poll_until(p, kByReader + 1, 5000ms));
+  std::this_thread::sleep_for(200ms);
+  const size_t brackets = p.sink.reader_brackets();
+  constexpr uint32_t kByPolls = 20;
+  for (uint32_t i = 1; i <= kByPolls; ++i) {
+    ASSERT_EQ(p.send(kByReader + i, (i * 397) % 9000), 0u);
+    ASSERT_TRUE(poll_until(p, kByReader + 1 + i, 5000ms));
+  }
+  EXPECT_EQ(p.sink.reader_brackets(), brackets) << "polled messages were bracketed as the reader's";
+  EXPECT_EQ(p.sink.ended_by_reader(), brackets);
+  EXPECT_EQ(p.sink.reader_violations.load(), 0);
+  for (const auto& m : p.sink.messages()) {
+    EXPECT_EQ(m.status, 0u);
+    EXPECT_EQ(check_pattern(m.data, m.header.tag), std::string::npos) << "message " << m.header.tag;
+  }
+}
+
 // A sender that stops after the piece reaching `pause_at` bytes until
 // released, so a test can act while a message is half in the ring.
 struct PausingSend {

@@ -145,7 +145,30 @@ class RecordingSink final : public Sink {
       msg->status = status;
       messages_.push_back(std::move(*msg));
     }
+    if (reader_delivering_) ended_by_reader_++;
     cv_.notify_all();
+  }
+
+  // A reader thread brackets each message it ends with these two calls.
+  void reader_delivers() override {
+    std::lock_guard lock(mutex_);
+    if (reader_delivering_) reader_violations++;  // brackets never nest or overlap
+    reader_delivering_ = true;
+  }
+  void reader_delivered() override {
+    std::lock_guard lock(mutex_);
+    if (!reader_delivering_) reader_violations++;
+    reader_delivering_ = false;
+    reader_brackets_++;
+  }
+  // Messages whose end_message came inside a reader's bracket, and brackets closed.
+  size_t ended_by_reader() {
+    std::lock_guard lock(mutex_);
+    return ended_by_reader_;
+  }
+  size_t reader_brackets() {
+    std::lock_guard lock(mutex_);
+    return reader_brackets_;
   }
 
   void link_failed(const NetAddress& peer, uint32_t status) override {
@@ -193,6 +216,7 @@ class RecordingSink final : public Sink {
   std::atomic<uint64_t> calls{0};
   std::atomic<int> overlap_violations{0};
   std::atomic<int> ticket_violations{0};
+  std::atomic<int> reader_violations{0};
   // Set before start(): which messages to discard (sink returns nullptr).
   std::function<bool(const abi::WireHeader&)> discard;
   // Set before start(): hand out every destination under a WriteLease, as
@@ -208,6 +232,9 @@ class RecordingSink final : public Sink {
   std::vector<std::pair<NetAddress, uint32_t>> failures_;
   std::map<NetAddress, int, AddressLess> in_progress_;
   std::vector<Leased> leased_;
+  bool reader_delivering_ = false;
+  size_t ended_by_reader_ = 0;
+  size_t reader_brackets_ = 0;
 };
 
 inline NetAddress loopback(uint16_t port = 0) { return NetAddress{0x7F000001u, port}; }
