@@ -224,11 +224,21 @@ bool EmuDevice::run_passes(unsigned max_passes, bool& progressed, uint64_t& seen
 void EmuDevice::delivery_begins() { doorbell_.enter_driving(); }
 
 void EmuDevice::delivery_ended() {
+  // Whatever the passes log carries this CCLO's rank, as on the firmware thread.
+  if (const int rank = dataplane_.log_rank(); rank != log::thread_rank()) log::set_thread_rank(rank);
   bool progressed = false;
   uint64_t seen = doorbell_.epoch();
-  const bool ran = run_passes(kPassesPerDelivery, progressed, seen);
-  // Not run (another thread holds the firmware) or still progressing: the
-  // firmware thread takes over, as after a host thread's drive.
+  bool ran = false;
+  try {
+    ran = run_passes(kPassesPerDelivery, progressed, seen);
+  } catch (const std::exception& e) {
+    // No driver's call to report it to: the firmware thread, woken below,
+    // runs the pass again and reports a failure that persists.
+    ACCL_LOG_ERROR("emulated CCLO: a firmware pass on a reader thread failed: {}", e.what());
+    ran = false;
+  }
+  // Not run (another thread holds the firmware, or it failed) or still
+  // progressing: the firmware thread takes over, as after a host thread's drive.
   doorbell_.leave_driving(seen, !ran || progressed, ran && !progressed);
 }
 

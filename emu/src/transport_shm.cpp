@@ -61,6 +61,12 @@ constexpr size_t kMaxRingBytes = size_t{1} << 30;
 constexpr auto kSleepSlice = std::chrono::milliseconds(100);
 // How often a sender looks at the control socket for a dead receiver.
 constexpr auto kLivenessCheck = std::chrono::milliseconds(1);
+// How long a reader thread that sends sleeps between polls of its own
+// process's inbound rings while it waits for room (ShmLink::wait_space).
+constexpr auto kReaderSendSlice = std::chrono::microseconds(100);
+
+// Set on the inbound rings' reader threads.
+thread_local bool t_shm_reader_thread = false;
 
 enum ProducerState : uint32_t { kProducerOpen = 0, kProducerClosed = 1, kProducerAborted = 2 };
 enum ConsumerState : uint32_t { kConsumerOpen = 0, kConsumerClosed = 1 };
@@ -413,17 +419,24 @@ class ShmLink final : public Link {
     }
     // Sleeping now: our readers must not stay parked for a poll lease.
     inbound_.stop_polling_inbound();
+    // A reader thread that sends (it runs the firmware passes its arrival
+    // enabled) is the one that would drain its own ring: the receiver may
+    // be a reader sending to us just the same, and both would wait for room
+    // until their deadline. It keeps consuming its process's inbound rings
+    // between short sleeps instead.
+    const bool drains_rings = t_shm_reader_thread;
     for (;;) {
       if (ready()) return Wait::ready;
       if (closing_.load(std::memory_order_acquire) || broken_.load(std::memory_order_acquire)) return Wait::closed;
       if (receiver_gone()) return Wait::closed;
       if (Clock::now() >= deadline) return Wait::timeout;
+      if (drains_rings && inbound_.poll_inbound()) continue;
       auto stop_or_ready = [&] { return ready() || closing_.load(std::memory_order_acquire) ||
                                         ctl_.consumer_state.load(std::memory_order_acquire) != kConsumerOpen; };
       // Short slices: a receiver that dies without closing is only seen on
       // the control socket.
       sleep_until(ctl_.space_futex, ctl_.producer_sleeping, stop_or_ready,
-                  until(deadline, std::chrono::milliseconds(20)));
+                  until(deadline, drains_rings ? kReaderSendSlice : std::chrono::microseconds(20000)));
     }
   }
 
@@ -678,6 +691,7 @@ class InboundRing {
 
   void run() {
     name_this_thread("accl-shm-rx");
+    t_shm_reader_thread = true;
     Wait w = Wait::ready;
     std::unique_lock lock(consumer_mutex_, std::defer_lock);
     for (;;) {

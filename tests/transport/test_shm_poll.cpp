@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <latch>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace accl::emu::test {
@@ -161,6 +163,75 @@ TEST(ShmPoll, ReaderBracketsTheMessagesItEndsAndPollsDoNot) {
     EXPECT_EQ(m.status, 0u);
     EXPECT_EQ(check_pattern(m.data, m.header.tag), std::string::npos) << "message " << m.header.tag;
   }
+}
+
+TEST(ShmPoll, ReadersThatSendLargerThanTheRingToEachOtherBothFinish) {
+  // Each side's reader, right after it delivered a small message, sends a
+  // message larger than the ring back (what the emulator's firmware pass on
+  // the reader does in an exchange). Nobody else consumes: both readers wait
+  // for room in a ring only the other one drains. Each must go on consuming
+  // its own ring while it waits (even without a spin phase), or both wait
+  // until their deadline.
+  const char* old_spin = std::getenv("ACCL_EMU_SPIN_US");
+  const std::optional<std::string> saved = old_spin ? std::optional<std::string>(old_spin) : std::nullopt;
+  ::setenv("ACCL_EMU_SPIN_US", "0", 1);  // the transports read it when they are made
+  constexpr uint32_t kBig = 3u << 20;
+  RecordingSink sink_a, sink_b;
+  std::atomic<uint32_t> rc_a{0xFFFFFFFFu}, rc_b{0xFFFFFFFFu};
+  std::shared_ptr<Link> a_to_b, b_to_a;
+  std::mutex links_ready;
+  std::latch both_in_hooks(2);
+  auto reply = [&](std::shared_ptr<Link>& link, std::atomic<uint32_t>& rc, uint32_t seed) {
+    return [&, seed] {
+      if (rc.load() != 0xFFFFFFFFu) return;  // only after the first message
+      std::shared_ptr<Link> l;
+      {
+        std::lock_guard lock(links_ready);
+        l = link;
+      }
+      PatternWriter w(seed, kBig);
+      // Both readers in their hooks before either sends: otherwise one
+      // reader could take the other's whole message before it sends itself.
+      both_in_hooks.arrive_and_wait();
+      rc.store(l->send(make_header(kBig, seed), w, in(20000ms)));
+    };
+  };
+  sink_a.reader_delivered_hook = reply(a_to_b, rc_a, 101);
+  sink_b.reader_delivered_hook = reply(b_to_a, rc_b, 102);
+  auto a = make_shm_transport(options());
+  auto b = make_shm_transport(options());
+  a->start(sink_a);
+  b->start(sink_b);
+  {
+    std::lock_guard lock(links_ready);
+    a_to_b = a->connect(b->local_address(), in(5000ms));
+    b_to_a = b->connect(a->local_address(), in(5000ms));
+  }
+  if (saved) ::setenv("ACCL_EMU_SPIN_US", saved->c_str(), 1);
+  else ::unsetenv("ACCL_EMU_SPIN_US");
+  ASSERT_NE(a_to_b, nullptr);
+  ASSERT_NE(b_to_a, nullptr);
+  const auto begin = Clock::now();
+  PatternWriter small_a(1, 64), small_b(2, 64);
+  std::thread other([&] { EXPECT_EQ(b_to_a->send(make_header(64, 2), small_b, in(5000ms)), 0u); });
+  EXPECT_EQ(a_to_b->send(make_header(64, 1), small_a, in(5000ms)), 0u);
+  other.join();
+  ASSERT_TRUE(sink_a.wait_messages(2, 15000ms));
+  ASSERT_TRUE(sink_b.wait_messages(2, 15000ms));
+  EXPECT_LT(Clock::now() - begin, 2000ms) << "the readers stalled each other";
+  for (int i = 0; i < 1000 && (rc_a.load() == 0xFFFFFFFFu || rc_b.load() == 0xFFFFFFFFu); ++i)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(rc_a.load(), 0u);
+  EXPECT_EQ(rc_b.load(), 0u);
+  for (auto* sink : {&sink_a, &sink_b})
+    for (const auto& m : sink->messages()) {
+      EXPECT_EQ(m.status, 0u);
+      EXPECT_EQ(check_pattern(m.data, m.header.tag), std::string::npos) << "message " << m.header.tag;
+    }
+  a_to_b.reset();
+  b_to_a.reset();
+  a->stop();
+  b->stop();
 }
 
 // A sender that stops after the piece reaching `pause_at` bytes until

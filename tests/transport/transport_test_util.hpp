@@ -156,10 +156,13 @@ class RecordingSink final : public Sink {
     reader_delivering_ = true;
   }
   void reader_delivered() override {
-    std::lock_guard lock(mutex_);
-    if (!reader_delivering_) reader_violations++;
-    reader_delivering_ = false;
-    reader_brackets_++;
+    {
+      std::lock_guard lock(mutex_);
+      if (!reader_delivering_) reader_violations++;
+      reader_delivering_ = false;
+      reader_brackets_++;
+    }
+    if (reader_delivered_hook) reader_delivered_hook();
   }
   // Messages whose end_message came inside a reader's bracket, and brackets closed.
   size_t ended_by_reader() {
@@ -217,6 +220,9 @@ class RecordingSink final : public Sink {
   std::atomic<int> overlap_violations{0};
   std::atomic<int> ticket_violations{0};
   std::atomic<int> reader_violations{0};
+  // Set before start(): runs on the reader thread inside reader_delivered
+  // (no transport lock held), as the emulator's firmware passes do.
+  std::function<void()> reader_delivered_hook;
   // Set before start(): which messages to discard (sink returns nullptr).
   std::function<bool(const abi::WireHeader&)> discard;
   // Set before start(): hand out every destination under a WriteLease, as
