@@ -64,8 +64,10 @@ EmuDevice::EmuDevice(const EmuOptions& options, const DeviceSettings& settings)
   try {
     program_ = new fw::ControlProgram(dataplane_, firmware_state_);
     program_->power_on();  // before any thread may run a pass
-    sink_.set_delivery_driver(this);
     firmware_ = std::thread([this] { firmware_main(); });
+    // Last: nothing below can fail, so a reader never reaches a device whose
+    // construction is being unwound.
+    sink_.set_delivery_driver(this);
   } catch (...) {
     delete program_;
     program_ = nullptr;
