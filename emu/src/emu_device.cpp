@@ -237,7 +237,6 @@ void EmuDevice::delivery_ended() {
     // No driver's call to report it to: the firmware thread, woken below,
     // runs the pass again and reports a failure that persists.
     ACCL_LOG_ERROR("emulated CCLO: a firmware pass on a reader thread failed: {}", e.what());
-    ran = false;
   }
   // Not run (another thread holds the firmware, or it failed) or still
   // progressing: the firmware thread takes over, as after a host thread's drive.

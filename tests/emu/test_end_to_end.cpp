@@ -3,6 +3,8 @@
 // driver (accl::ACCL), ranks in one process (create_local_world).
 #include <accl_emu/emulator.hpp>
 
+#include "scoped_env.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,7 +14,6 @@
 #include <set>
 #include <functional>
 #include <numeric>
-#include <optional>
 #include <thread>
 
 namespace accl::emu {
@@ -77,24 +78,7 @@ long voluntary_switches(const std::string& name) {
   return total;
 }
 
-// Sets an environment variable for the life of the object.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using accl::test::ScopedEnv;
 
 TEST(EmuEndToEnd, DeviceFacts) {
   auto world = create_local_world(1, InitOptions{}, inproc());

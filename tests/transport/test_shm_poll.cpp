@@ -7,15 +7,17 @@
 // deliver a message twice, lose one or reorder a link.
 #include "transport_test_util.hpp"
 
+#include "scoped_env.hpp"
+
 #include <algorithm>
 #include <condition_variable>
-#include <latch>
 #include <mutex>
-#include <optional>
 #include <thread>
 
 namespace accl::emu::test {
 namespace {
+
+using accl::test::ScopedEnv;
 
 struct Delivery {
   uint32_t seed;
@@ -172,43 +174,44 @@ TEST(ShmPoll, ReadersThatSendLargerThanTheRingToEachOtherBothFinish) {
   // for room in a ring only the other one drains. Each must go on consuming
   // its own ring while it waits (even without a spin phase), or both wait
   // until their deadline.
-  const char* old_spin = std::getenv("ACCL_EMU_SPIN_US");
-  const std::optional<std::string> saved = old_spin ? std::optional<std::string>(old_spin) : std::nullopt;
-  ::setenv("ACCL_EMU_SPIN_US", "0", 1);  // the transports read it when they are made
   constexpr uint32_t kBig = 3u << 20;
   RecordingSink sink_a, sink_b;
   std::atomic<uint32_t> rc_a{0xFFFFFFFFu}, rc_b{0xFFFFFFFFu};
   std::shared_ptr<Link> a_to_b, b_to_a;
-  std::mutex links_ready;
-  std::latch both_in_hooks(2);
+  std::mutex mutex;  // guards the links and in_hooks
+  std::condition_variable cv;
+  int in_hooks = 0;
   auto reply = [&](std::shared_ptr<Link>& link, std::atomic<uint32_t>& rc, uint32_t seed) {
     return [&, seed] {
       if (rc.load() != 0xFFFFFFFFu) return;  // only after the first message
       std::shared_ptr<Link> l;
       {
-        std::lock_guard lock(links_ready);
+        // Both readers in their hooks before either sends: otherwise one
+        // reader could take the other's whole message before it sends
+        // itself. Bounded: a reader that never comes fails the test below.
+        std::unique_lock lock(mutex);
         l = link;
+        ++in_hooks;
+        cv.notify_all();
+        cv.wait_for(lock, 5000ms, [&] { return in_hooks == 2; });
       }
       PatternWriter w(seed, kBig);
-      // Both readers in their hooks before either sends: otherwise one
-      // reader could take the other's whole message before it sends itself.
-      both_in_hooks.arrive_and_wait();
       rc.store(l->send(make_header(kBig, seed), w, in(20000ms)));
     };
   };
   sink_a.reader_delivered_hook = reply(a_to_b, rc_a, 101);
   sink_b.reader_delivered_hook = reply(b_to_a, rc_b, 102);
-  auto a = make_shm_transport(options());
-  auto b = make_shm_transport(options());
-  a->start(sink_a);
-  b->start(sink_b);
+  std::unique_ptr<Transport> a, b;
   {
-    std::lock_guard lock(links_ready);
+    ScopedEnv no_spin("ACCL_EMU_SPIN_US", "0");  // the transports and links read it when they are made
+    a = make_shm_transport(options());
+    b = make_shm_transport(options());
+    a->start(sink_a);
+    b->start(sink_b);
+    std::lock_guard lock(mutex);
     a_to_b = a->connect(b->local_address(), in(5000ms));
     b_to_a = b->connect(a->local_address(), in(5000ms));
   }
-  if (saved) ::setenv("ACCL_EMU_SPIN_US", saved->c_str(), 1);
-  else ::unsetenv("ACCL_EMU_SPIN_US");
   ASSERT_NE(a_to_b, nullptr);
   ASSERT_NE(b_to_a, nullptr);
   const auto begin = Clock::now();
