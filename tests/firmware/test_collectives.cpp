@@ -330,6 +330,10 @@ TEST(FirmwareCollectiveOrder, CollectiveRendezvousIsGrantedByTheReceiver) {
 TEST(FirmwareCollectivePerformance, LargeAllreduce) {
   FabricOptions o;
   o.memory_bytes = 48u << 20;
+  // The device's receive timeout must not fire before this test's own bound
+  // (20 s below): under ThreadSanitizer on 2 cores one call takes about 5 s,
+  // the default timeout.
+  o.timeout_us = 60'000'000;
   FakeFabric f(4, o);
   f.configure();
   constexpr uint32_t n = 4u << 20;
