@@ -15,8 +15,8 @@
 # (-g1) for its race reports. Measured on the 2-core VM, per heavy translation
 # unit: -O2 -g -> -O2 -g0 30 -> 18 s (test_collectives.cpp); ASan -O2 -g ->
 # -O1 -g1 -> -O1 -g0 72 -> 28 -> 23 s (transport_udp.cpp). CI on a clean
-# clone: 46 min (stop 14, -O2 -g everywhere) -> 29 min with -O1 -g1 for both
-# sanitizers, on a VM about twice as slow as the one of stop 13.
+# clone: 46 min (stop 14, -O2 -g everywhere) -> 27 min (stages 770 / 611 /
+# 257 s) on a VM about twice as slow as the one of stop 13.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
