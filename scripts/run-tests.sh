@@ -8,9 +8,10 @@
 #
 # Compile time is most of CI's time, so the CI builds keep only the debug
 # information a failure report needs: step 1 optimises (-O2, so the warnings
-# that only optimisation finds still stop the build), with asserts on and no
-# debug information; the sanitizer builds use -O1 (what the sanitizers
-# recommend). ASan/UBSan, the longest stage, names functions in its stack
+# that only optimisation finds still stop the build), with asserts on
+# (b_ndebug=false: without debug, meson's default 'if-release' could drop
+# them) and no debug information; the sanitizer builds use -O1 (what the
+# sanitizers recommend). ASan/UBSan, the longest stage, names functions in its stack
 # traces from the symbol tables (no debug information); TSan keeps line tables
 # (-g1) for its race reports. Measured on the 2-core VM, per heavy translation
 # unit: -O2 -g -> -O2 -g0 30 -> 18 s (test_collectives.cpp); ASan -O2 -g ->
@@ -35,7 +36,7 @@ configure() {  # dir, extra meson args...
 stage() { echo "== $1 (at ${SECONDS} s)"; }
 
 stage "build with warnings as errors"
-configure build-ci -Doptimization=2 -Ddebug=true -Dcpp_args=-g0 -Dc_args=-g0 -Dwerror=true
+configure build-ci -Doptimization=2 -Ddebug=false -Db_ndebug=false -Dwerror=true
 ninja -C build-ci
 # Suite 'known-bugs' holds reproducers of open bugs (they fail until fixed);
 # run them by hand with `meson test -C build-ci --suite known-bugs`.
@@ -62,8 +63,8 @@ mpi_sanitizer_targets=(pmpi/libaccl_pmpi.so tests/pmpi/pmpi_test_colls_plain tes
   tests/pmpi/pmpi_test_bad_input_plain)
 mpi_sanitizer_tests=(pmpi_colls_preload_np2_quick pmpi_p2p_preload_np2_quick pmpi_bad_input_preload_np3)
 
-asan_build=(-Doptimization=1 -Ddebug=true -Dcpp_args=-g0 -Dc_args=-g0)
-tsan_build=(-Doptimization=1 -Ddebug=true -Dcpp_args=-g1 -Dc_args=-g1)
+asan_build=(-Doptimization=1 -Ddebug=false -Db_ndebug=false)
+tsan_build=(-Doptimization=1 -Ddebug=true -Db_ndebug=false -Dcpp_args=-g1 -Dc_args=-g1)
 
 # Open MPI's own allocations are not ours to fix: no leak checking in MPI runs.
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
