@@ -25,6 +25,7 @@ const std::vector<Setting>& settings() {
       {"ACCL_EMU_OVERFLOW_BYTES", "67108864", "bytes of unexpected eager data the emulator keeps when all RX buffers are full"},
       {"ACCL_EMU_SPIN_US", "50", "how long emulator threads spin before they block"},
       {"ACCL_EMU_DRIVE_SPIN_US", "300", "how long a host thread waiting for a call keeps driving its emulated CCLO without progress before it blocks, when the host has at most one ACCL process per core (else ACCL_EMU_SPIN_US)"},
+      {"ACCL_EMU_YIELD_US", "1000", "how long a host thread waiting for a call keeps driving its emulated CCLO without progress, yielding the core between polls, before it blocks, when the host has more ACCL processes than cores (0: no yielding, block after ACCL_EMU_SPIN_US)"},
       {"ACCL_EMU_FAULTS", "", "test-only network faults, comma list of key=value: seed=N, drop/dup/reorder/corrupt=probability per message, delay_us=N (random 0..N per message), slow_us=N (fixed per message), peer=ip:port / from=ip:port (only links to / out of that CCLO); UDP turns drop/dup/reorder/corrupt into datagram faults it repairs, other transports report them (corrupt goes undetected there); empty = off"},
       {"ACCL_JOB_SECRET", "", "per-job secret emulated CCLOs require from peers (the PMPI layer generates one)"},
       // hardware

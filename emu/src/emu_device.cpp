@@ -11,6 +11,8 @@
 #include <accl_fw/control_program.hpp>
 #endif
 
+#include <sched.h>
+
 #include <algorithm>
 #include <new>
 #include <stdexcept>
@@ -21,6 +23,7 @@ DeviceSettings DeviceSettings::from_environment() {
   DeviceSettings s;
   s.spin = std::chrono::microseconds(std::max<int64_t>(0, config::get_int("ACCL_EMU_SPIN_US")));
   s.drive_spin = std::chrono::microseconds(std::max<int64_t>(0, config::get_int("ACCL_EMU_DRIVE_SPIN_US")));
+  s.drive_yield = std::chrono::microseconds(std::max<int64_t>(0, config::get_int("ACCL_EMU_YIELD_US")));
   int64_t timeout_ms = config::get_int("ACCL_TIMEOUT_MS");
   s.io_timeout = std::chrono::milliseconds(timeout_ms > 0 ? timeout_ms : 10000);
   s.overflow_bytes = static_cast<size_t>(std::max<int64_t>(0, config::get_int("ACCL_EMU_OVERFLOW_BYTES")));
@@ -37,6 +40,11 @@ std::chrono::nanoseconds driving_spin_floor(const DeviceSettings& settings, bool
   return core_per_process ? settings.drive_spin / 4 : std::chrono::nanoseconds(0);
 }
 
+std::chrono::nanoseconds driving_yield_budget(const DeviceSettings& settings, unsigned host_processes,
+                                              unsigned cores) {
+  return host_processes > cores ? settings.drive_yield : std::chrono::nanoseconds(0);
+}
+
 EmuDevice::EmuDevice(const EmuOptions& options, const DeviceSettings& settings)
     : kind_(options.transport),
       self_{parse_ipv4(options.bind_address), options.port},
@@ -49,7 +57,8 @@ EmuDevice::EmuDevice(const EmuOptions& options, const DeviceSettings& settings)
       mover_(xmem_, memory_, streams_, links_, settings.io_timeout),
       dataplane_(xmem_, calls_, sink_, streams_, links_, mover_, doorbell_),
       core_per_process_(core_per_process(options.host_processes, std::thread::hardware_concurrency())),
-      drive_spin_(driving_spin_budget(settings, core_per_process_), driving_spin_floor(settings, core_per_process_)) {
+      drive_spin_(driving_spin_budget(settings, core_per_process_), driving_spin_floor(settings, core_per_process_)),
+      drive_yield_(driving_yield_budget(settings, options.host_processes, std::thread::hardware_concurrency())) {
   // A peer that broke its link to us is likely unreachable the other way too.
   sink_.set_link_failure_hook([this](const NetAddress& peer) { links_.forget(peer); });
   if (!settings.start_firmware) return;
@@ -317,24 +326,44 @@ bool EmuDevice::wait(CallId id, std::chrono::nanoseconds timeout) {
   // Clamp absurd timeouts (nanoseconds::max()) so the deadline cannot overflow.
   const auto deadline = Wakeup::Clock::now() + std::clamp(timeout, std::chrono::nanoseconds(0),
                                                           std::chrono::nanoseconds(std::chrono::hours(24 * 365)));
-  if (drive_until(call, deadline)) return true;
+  if (drive_until(id, call, deadline)) return true;
   // Blocking from here on: the firmware thread runs the call.
   const auto rest = std::max(std::chrono::nanoseconds(0),
                              std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Wakeup::Clock::now()));
   return calls_.wait(id, rest, /*spin=*/false);
 }
 
-bool EmuDevice::drive_until(const CallController::Watch& call, Wakeup::Clock::time_point deadline) {
+namespace {
+// Where the yielding budget of this thread's current wait stands: callers
+// wait in slices (the PMPI layer waits for a collective 1 ms at a time, with
+// its own progress in between), and the budget must bound the time without
+// progress across them, or a rank waiting for a late peer would yield-poll
+// until the peer came instead of blocking.
+struct QuietSince {
+  const void* device = nullptr;
+  CallId call = 0;
+  Wakeup::Clock::time_point since{};
+};
+thread_local QuietSince t_quiet;
+}  // namespace
+
+bool EmuDevice::drive_until(CallId id, const CallController::Watch& call, Wakeup::Clock::time_point deadline) {
   // Spinning here pays while the call progresses or the peer answers within
   // microseconds; with more runnable threads than cores it steals the core
   // from the peer, so the budget adapts like every other spin (SpinBudget).
+  // Oversubscribed, the thread yields between polls instead (drive_yield_,
+  // driving_yield_budget says why): a yield gives the core to whichever
+  // thread has work and costs no wake-up to come back from.
   // The budget bounds the time without progress, not the whole wait: while
   // our passes move data (a large collective takes far longer than any
   // budget) this thread keeps driving, instead of handing every piece to the
   // firmware and reader threads with a wake-up each.
-  const auto budget = drive_spin_.next();
+  const bool yielding = drive_yield_.count() > 0;
+  const auto budget = yielding ? drive_yield_ : drive_spin_.next();
   const auto begin = Wakeup::Clock::now();
-  auto end = std::min(deadline, begin + budget);
+  auto quiet_since = begin;
+  if (yielding && t_quiet.device == this && t_quiet.call == id) quiet_since = t_quiet.since;
+  auto end = std::min(deadline, quiet_since + budget);
   doorbell_.enter_driving();
   uint64_t seen = doorbell_.epoch();
   bool pending = false;    // the last pass progressed: another one is due
@@ -360,6 +389,7 @@ bool EmuDevice::drive_until(const CallController::Watch& call, Wakeup::Clock::ti
     }
     if (progressed || delivered) {
       now = Wakeup::Clock::now();
+      quiet_since = now;
       end = std::min(deadline, now + budget);
     }
     if (ran && !progressed) {
@@ -367,12 +397,18 @@ bool EmuDevice::drive_until(const CallController::Watch& call, Wakeup::Clock::ti
       // another thread completes the call.
       while (doorbell_.epoch() == seen && !call.done() && now < end) {
         if (poll_transports()) break;
+        if (yielding) {
+          sched_yield();
+          now = Wakeup::Clock::now();
+          continue;
+        }
         cpu_relax();
         if ((++iterations & 15) == 0) now = Wakeup::Clock::now();
       }
     } else if (!ran) {
       // Another thread runs the firmware: let it finish its pass.
-      for (int i = 0; i < 32 && !call.done(); ++i) cpu_relax();
+      if (yielding) sched_yield();
+      else for (int i = 0; i < 32 && !call.done(); ++i) cpu_relax();
       now = Wakeup::Clock::now();
     } else if ((++iterations & 15) == 0) {
       now = Wakeup::Clock::now();
@@ -391,7 +427,9 @@ bool EmuDevice::drive_until(const CallController::Watch& call, Wakeup::Clock::ti
   doorbell_.leave_driving(seen, pending, idle_pass);
   // Not done: the caller blocks and the transport threads deliver from now on.
   if (!done) end_polling();
-  if (budget.count() > 0) {
+  if (yielding) {
+    t_quiet = QuietSince{this, id, quiet_since};
+  } else if (budget.count() > 0) {
     // A hit: the call completed within the first half of the budget after
     // the last progress (the wait idled briefly, if at all). With a core per
     // process any completion while driving is one: a late event is not late

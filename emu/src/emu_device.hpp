@@ -50,6 +50,7 @@ struct DeviceSettings {
   bool start_firmware = true;               // false: tests drive the DataPlane themselves
   std::chrono::nanoseconds spin{};          // ACCL_EMU_SPIN_US
   std::chrono::nanoseconds drive_spin{};    // ACCL_EMU_DRIVE_SPIN_US
+  std::chrono::nanoseconds drive_yield{};   // ACCL_EMU_YIELD_US
   std::chrono::nanoseconds io_timeout{};    // stream pulls and sends: ACCL_TIMEOUT_MS
   size_t overflow_bytes = 0;                // ACCL_EMU_OVERFLOW_BYTES
   static DeviceSettings from_environment();
@@ -74,6 +75,19 @@ std::chrono::nanoseconds driving_spin_budget(const DeviceSettings& settings, boo
 // that both ranks' probes could no longer escape (2-rank bcast of 1 MiB:
 // 300-500 us instead of 50-90 us in such runs).
 std::chrono::nanoseconds driving_spin_floor(const DeviceSettings& settings, bool core_per_process);
+
+// How long a host thread waiting for a call keeps driving its CCLO without
+// progress, yielding the core between polls, before it blocks: `drive_yield`
+// when the host runs more ACCL processes than it has cores, else 0 (no
+// yielding phase: the spin-then-block policy above). Oversubscribed, a
+// waiting thread that blocks hands every step of a collective to its reader
+// thread with a futex wake-up, and a core whose threads all blocked halts
+// until the next wake-up reaches it (a slow cross-core interrupt in a
+// virtual machine): 4 ranks on 2 cores idled 8-10 % of the time. Yielding
+// pollers keep both cores busy with whichever rank has work, as Open MPI's
+// own ranks do (they sched_yield while they wait).
+std::chrono::nanoseconds driving_yield_budget(const DeviceSettings& settings, unsigned host_processes,
+                                              unsigned cores);
 
 class EmuDevice final : public Device, private DeliveryDriver {
  public:
@@ -138,9 +152,11 @@ class EmuDevice final : public Device, private DeliveryDriver {
   // How late a firmware timer may fire when it came due just after a host
   // thread stopped running the passes (the firmware thread then slept on).
   static constexpr uint64_t kDriverTimerSlackNs = 1'000'000;
-  // Drives the firmware until `call` is done, the adaptive spin budget runs
-  // out or `deadline` passes; hands over to the firmware thread when it stops.
-  bool drive_until(const CallController::Watch& call, Wakeup::Clock::time_point deadline);
+  // Drives the firmware until `call` (id `id`) is done, the budget without
+  // progress runs out (the adaptive spin budget, or drive_yield_ when
+  // oversubscribed) or `deadline` passes; hands over to the firmware thread
+  // when it stops.
+  bool drive_until(CallId id, const CallController::Watch& call, Wakeup::Clock::time_point deadline);
   // DeliveryDriver: a transport's reader thread that delivered a message
   // runs the firmware passes it enables (at most kPassesPerDelivery) as a
   // driver, instead of ringing the firmware thread awake: one thread switch
@@ -181,6 +197,7 @@ class EmuDevice final : public Device, private DeliveryDriver {
   std::atomic<unsigned> passes_skipped_{0};
   const bool core_per_process_;
   SpinBudget drive_spin_;
+  const std::chrono::nanoseconds drive_yield_;  // 0: no yielding phase (driving_yield_budget)
   std::thread firmware_;
 };
 

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <dirent.h>
 #include <fstream>
 #include <set>
@@ -211,6 +212,80 @@ TEST(EmuEndToEnd, EightRanksOversubscribed) {
   });
   std::printf("8 ranks x 20 (allreduce + barrier): %.1f ms\n",
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+}
+
+// Options of a host with more ACCL processes than cores (the PMPI layer sets
+// host_processes): host threads waiting for a call drive their CCLO with
+// yields in between for ACCL_EMU_YIELD_US without progress, then block.
+EmuOptions oversubscribed(TransportKind kind) {
+  EmuOptions o = inproc();
+  o.transport = kind;
+  o.host_processes = std::thread::hardware_concurrency() + 1;
+  return o;
+}
+
+double thread_cpu_ms() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+// Collectives and rendezvous traffic are right while every waiting host
+// thread yield-drives (shared memory, as between MPI ranks, and in-process).
+TEST(EmuEndToEnd, OversubscribedHostThreadsYieldWhileTheyDrive) {
+  for (TransportKind kind : {TransportKind::shm, TransportKind::inproc}) {
+    SCOPED_TRACE(to_string(kind));
+    auto world = create_local_world(4, InitOptions{}, oversubscribed(kind));
+    on_all(world, [](ACCL& a, int rank) {
+      for (unsigned n : {1u, 5000u, 300000u}) {
+        auto in = a.create_buffer<int32_t>(n), out = a.create_buffer<int32_t>(n);
+        for (unsigned i = 0; i < n; ++i) (*in)[i] = rank * 7 + static_cast<int32_t>(i % 1000);
+        a.allreduce(*in, *out, n, reduceFunction::SUM);
+        for (unsigned i = 0; i < n; ++i)
+          if ((*out)[i] != 42 + 4 * static_cast<int32_t>(i % 1000))
+            throw std::runtime_error("allreduce of " + std::to_string(n) + ": wrong element " + std::to_string(i));
+        for (unsigned i = 0; i < n; ++i) (*in)[i] = rank == 3 ? static_cast<int32_t>(i) : -1;
+        a.bcast(*in, n, 3);
+        for (unsigned i = 0; i < n; ++i)
+          if ((*in)[i] != static_cast<int32_t>(i))
+            throw std::runtime_error("bcast of " + std::to_string(n) + ": wrong element " + std::to_string(i));
+      }
+    });
+  }
+}
+
+// The yielding budget bounds the time without progress of one call across
+// every wait for it: a rank that waits in slices (the PMPI layer waits for a
+// collective 1 ms at a time) for a peer that never comes yield-polls for the
+// budget, then blocks, instead of yield-polling until the deadline.
+TEST(EmuEndToEnd, OversubscribedWaitBlocksOnceTheYieldBudgetIsSpent) {
+  ScopedEnv no_spin("ACCL_EMU_SPIN_US", "0");  // no spinning before blocking: only the yield phase uses CPU
+  ScopedEnv yield_budget("ACCL_EMU_YIELD_US", "50000");
+  auto world = create_local_world(2, InitOptions{}, oversubscribed(TransportKind::inproc));
+  ACCL& a = *world[0];
+  a.set_timeout(std::chrono::microseconds(1'500'000));
+  auto buf = a.create_buffer<int32_t>(4);
+  auto request = a.recv(*buf, 4, 1, 7, GLOBAL_COMM, false, dataType::none, /*run_async=*/true);
+  const double cpu_before = thread_cpu_ms();
+  const auto begin = std::chrono::steady_clock::now();
+  uint32_t retcode = 0;
+  bool completed = false;
+  while (!completed && std::chrono::steady_clock::now() - begin < std::chrono::seconds(20)) {
+    try {
+      completed = a.wait(request, std::chrono::milliseconds(10));
+    } catch (const DeviceError& e) {
+      retcode = e.retcode();
+      completed = true;
+    }
+  }
+  const double cpu_ms = thread_cpu_ms() - cpu_before;
+  ASSERT_TRUE(completed) << "a receive with a 1.5 s timeout was still pending after 20 s";
+  EXPECT_NE(retcode & abi::kReceiveTimeoutError, 0u) << "retcode 0x" << std::hex << retcode;
+  // About 50 ms of yield-polling (less when other processes share the cores),
+  // then about 150 slices that block; yield-polling in every slice would have
+  // used the CPU for most of the 1.5 s.
+  EXPECT_GT(cpu_ms, 10.0) << "the waiting thread did not drive its CCLO before it blocked";
+  EXPECT_LT(cpu_ms, 300.0) << "the waiting thread kept yield-polling after the budget was spent";
 }
 
 // Small-message round trip through driver, call controller, firmware, data

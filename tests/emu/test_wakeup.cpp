@@ -161,6 +161,21 @@ TEST(EmuWakeup, DrivingSpinIsLongOnlyWithACorePerProcess) {
   EXPECT_EQ(driving_spin_budget(driving_settings(), false), 50us);
 }
 
+// Waiting host threads yield-drive only when the host runs more ACCL
+// processes than it has cores; with a core each, or when nobody said how many
+// processes there are, they keep the spin-then-block policy.
+TEST(EmuWakeup, HostThreadsYieldWhileDrivingOnlyWhenOversubscribed) {
+  DeviceSettings s = driving_settings();
+  s.drive_yield = 1000us;
+  EXPECT_EQ(driving_yield_budget(s, 4, 2), 1000us);
+  EXPECT_EQ(driving_yield_budget(s, 3, 2), 1000us);
+  EXPECT_EQ(driving_yield_budget(s, 2, 2), 0us);
+  EXPECT_EQ(driving_yield_budget(s, 1, 8), 0us);
+  EXPECT_EQ(driving_yield_budget(s, 0, 2), 0us);
+  s.drive_yield = 0us;  // ACCL_EMU_YIELD_US=0 turns the yielding phase off
+  EXPECT_EQ(driving_yield_budget(s, 4, 2), 0us);
+}
+
 // With a core per process the driving budget keeps a floor: the slow first
 // calls (link set-up) must not collapse it to zero for the rest of the run.
 // Oversubscribed, it still collapses (spinning steals the peer's core).
