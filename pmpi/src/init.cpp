@@ -196,7 +196,8 @@ void start_device() {
   PMPI_Bcast(secret, sizeof secret, MPI_CHAR, 0, st.private_comm);
 
   // Ranks on this host: with one per core, a rank waiting for a call may
-  // drive its emulated CCLO longer before it blocks (ACCL_EMU_DRIVE_SPIN_US).
+  // drive its emulated CCLO longer before it blocks (ACCL_EMU_DRIVE_SPIN_US);
+  // with more ranks than cores it yields between polls (ACCL_EMU_YIELD_US).
   int host_ranks = 0;
   MPI_Comm host_comm = MPI_COMM_NULL;
   PMPI_Comm_split_type(st.private_comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host_comm);

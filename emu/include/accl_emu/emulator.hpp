@@ -42,6 +42,8 @@ struct EmuOptions {
   // How many processes with an emulated CCLO run on this host (0 = not
   // known). With at most one per core a waiting host thread may drive its
   // CCLO longer (ACCL_EMU_DRIVE_SPIN_US): it holds a core nobody else needs.
+  // With more of them than cores it yields the core between polls
+  // (ACCL_EMU_YIELD_US) instead of blocking at once.
   unsigned host_processes = 0;
 };
 
