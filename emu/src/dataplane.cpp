@@ -95,6 +95,16 @@ void EmuDataPlane::release_payload(const fw::Arrival& a) {
 
 uint32_t EmuDataPlane::open_window(const fw::Window& w) {
   try {
+    if (w.reduce) {
+      ArithFunction fn{};
+      if (const uint32_t err = mover_.landing_function(w.arcfg, w.func, fn); err != 0) {
+        ACCL_LOG_ERROR("emulated CCLO: rendezvous window that reduces on landing: function {} of the arithmetic "
+                       "configuration at 0x{:x} is invalid or needs a conversion",
+                       w.func, w.arcfg);
+        return err;
+      }
+      return sink_.open_window(w, &fn);
+    }
     return sink_.open_window(w);
   } catch (const std::exception& e) {
     ACCL_LOG_ERROR("emulated CCLO: open_window failed: {}", e.what());

@@ -99,6 +99,20 @@ uint32_t Mover::plan(const fw::Move& m, Plan& p) {
   return err;
 }
 
+uint32_t Mover::landing_function(uint32_t arcfg, uint32_t func, ArithFunction& out) {
+  fw::Move m;
+  m.count = 1;
+  m.arcfg = arcfg;
+  m.func = func;
+  m.op0.kind = m.op1.kind = m.res.kind = fw::OperandKind::memory;
+  Plan p;
+  if (const uint32_t err = plan(m, p); err != 0) return err;
+  if (p.c0 != Conv::none || p.c1 != Conv::none || p.cr != Conv::none || elem_bytes(p.fn.type) != p.esr)
+    return abi::kArithError;
+  out = p.fn;
+  return 0;
+}
+
 void Mover::produce(const Plan& p, std::byte* dst, uint64_t first, uint64_t n) {
   if (n == 0) return;
   const std::byte* s0 = p.src0 + first * p.es0;

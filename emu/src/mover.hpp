@@ -38,6 +38,12 @@ class Mover {
   // Single-threaded: one Mover per CCLO, used by its firmware thread.
   uint32_t move(const fw::Move& m);
 
+  // The reduce function of a window that reduces on landing
+  // (fw::Window::reduce): function `func` of the arithmetic configuration at
+  // `arcfg`, applied to uncompressed operands without any conversion. Error
+  // bits (kArithError) when the configuration is bad or would convert.
+  uint32_t landing_function(uint32_t arcfg, uint32_t func, ArithFunction& out);
+
   // How long a stream pull / network send may block.
   void set_io_timeout(std::chrono::nanoseconds t) { io_timeout_ = t; }
 

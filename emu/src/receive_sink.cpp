@@ -61,6 +61,7 @@ ReceiveSink::InFlight& ReceiveSink::add_in_flight(uint64_t token) {
   InFlight& f = *node.mapped();
   f.generation = 0;
   f.window = fw::Window{};  // (its data was given back when it retired)
+  f.landing = LandingReduce{};
   in_flight_.insert(std::move(node));
   return f;
 }
@@ -166,6 +167,10 @@ std::byte* ReceiveSink::place_rendezvous(const NetAddress& from, const abi::Wire
   if (f.lease && f.lease.use_count() == 1) f.lease->rearm();
   else f.lease = std::make_shared<WriteLease>();
   t.lease = f.lease;
+  if (it->w.reduce) {
+    f.landing = it->landing;
+    t.landing = &f.landing;
+  }
   std::byte* p = it->ptr;
   windows_.erase(it);
   return h.count == 0 ? g_no_payload : p;
@@ -215,6 +220,13 @@ std::byte* ReceiveSink::begin_message(const NetAddress& from, const abi::WireHea
 }
 
 void ReceiveSink::end_message(const NetAddress& from, const abi::WireHeader& h, ReceiveTicket& t, uint32_t status) {
+  // A window that reduces on landing: what the transport stored raw or out
+  // of order is reduced now, before the firmware hears of it (outside
+  // mutex_, under the write lease, which a failed receive may have revoked).
+  if (t.kind == kWindow && t.landing != nullptr && status == 0 && t.lease->begin_write()) {
+    t.landing->finish(h.count);
+    t.lease->end_write();
+  }
   std::vector<std::byte> stream_data;
   bool deliver_stream = false;
   {
@@ -355,12 +367,30 @@ void ReceiveSink::release_payload(const fw::Arrival& a) {
   release_locked(a.token);
 }
 
-uint32_t ReceiveSink::open_window(const fw::Window& w) {
+uint32_t ReceiveSink::open_window(const fw::Window& w, const ArithFunction* landing_fn) {
   std::byte* p = nullptr;
   if (memory_.resolve(w.addr, w.host, w.bytes, p) != 0) {
     ACCL_LOG_ERROR("emulated CCLO: rendezvous window of {} bytes at 0x{:x}{} is not valid memory", w.bytes, w.addr,
                    w.host ? " (host)" : "");
     return abi::kInvalidArgument;
+  }
+  LandingReduce landing;
+  if (w.reduce) {
+    const std::byte* operand = nullptr;
+    if (landing_fn == nullptr || w.bytes % elem_bytes(landing_fn->type) != 0) {
+      ACCL_LOG_ERROR("emulated CCLO: rendezvous window of {} bytes at 0x{:x} reduces on landing without a function "
+                     "for whole elements",
+                     w.bytes, w.addr);
+      return abi::kArithError;
+    }
+    if (memory_.resolve_source(w.operand_addr, w.operand_host, w.bytes, operand) != 0 ||
+        (w.bytes > 0 && operand < p + w.bytes && p < operand + w.bytes)) {
+      ACCL_LOG_ERROR("emulated CCLO: the operand of a rendezvous window that reduces on landing ({} bytes at "
+                     "0x{:x}{}) is not valid memory or overlaps the window at 0x{:x}",
+                     w.bytes, w.operand_addr, w.operand_host ? " (host)" : "", w.addr);
+      return abi::kInvalidArgument;
+    }
+    landing = LandingReduce(*landing_fn, operand, p);
   }
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& o : windows_) {
@@ -370,7 +400,7 @@ uint32_t ReceiveSink::open_window(const fw::Window& w) {
       return abi::kInvalidArgument;
     }
   }
-  windows_.push_back(OpenWindow{w, p});
+  windows_.push_back(OpenWindow{w, p, landing});
   return 0;
 }
 

@@ -84,7 +84,9 @@ class ReceiveSink final : public Sink {
   // --- firmware side (DataPlane) ---
   bool pop_arrival(fw::Arrival& out);
   void release_payload(const fw::Arrival& a);
-  uint32_t open_window(const fw::Window& w);
+  // `landing_fn`: the reduce function of a window with w.reduce set (see
+  // fw::Window); required for those, ignored otherwise.
+  uint32_t open_window(const fw::Window& w, const ArithFunction* landing_fn = nullptr);
   // Closes a window that is no longer wanted (its receive completed or
   // failed). If its transfer is still in flight, the window is revoked:
   // returns once nothing writes into it any more (bounded wait), so a failed
@@ -120,10 +122,12 @@ class ReceiveSink final : public Sink {
     // Windows: the transport writes into the window only under this lease,
     // so close_window()/reset() can take the memory back mid-message.
     std::shared_ptr<WriteLease> lease;
+    LandingReduce landing;  // windows that reduce on landing (window.reduce)
   };
   struct OpenWindow {
     fw::Window w;
     std::byte* ptr;
+    LandingReduce landing;  // when w.reduce
   };
   using InFlightMap = std::unordered_map<uint64_t, std::unique_ptr<InFlight>>;
 

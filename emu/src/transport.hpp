@@ -8,6 +8,8 @@
 // transport can deliver with at most one copy on each side.
 #pragma once
 
+#include "arith.hpp"
+
 #include <accl/abi.hpp>
 
 #include <algorithm>
@@ -83,6 +85,59 @@ class WriteLease {
   std::condition_variable idle_;
 };
 
+// Reduce on landing (fw::Window::reduce): a window whose memory must end up
+// holding operand[i] (+) payload[i]. Transports need not know: store_payload()
+// and produce_payload() go through it, and the sink reduces whatever is left
+// when the message ends (transports that write the destination themselves).
+// The payload bytes of one message are stored by one thread at a time.
+class LandingReduce {
+ public:
+  LandingReduce() = default;
+  LandingReduce(ArithFunction fn, const std::byte* operand, std::byte* result)
+      : fn_(fn), elem_bytes_(emu::elem_bytes(fn.type)), operand_(operand), result_(result) {}
+
+  // Stores payload bytes [offset, offset + bytes) from `src`. In order and
+  // element-aligned (the normal case), the result is computed straight from
+  // `src`, which is then read once; otherwise the bytes land raw first.
+  void store(size_t offset, const std::byte* src, size_t bytes) {
+    if (offset == stored_ && reduced_ == stored_) {
+      const size_t whole = bytes / elem_bytes_ * elem_bytes_;
+      reduce(fn_, operand_ + offset, src, result_ + offset, whole / elem_bytes_);
+      std::memcpy(result_ + offset + whole, src + whole, bytes - whole);
+      stored_ += bytes;
+      reduced_ += whole;
+      return;
+    }
+    std::memcpy(result_ + offset, src, bytes);
+    stored_raw(offset, bytes);
+  }
+  // Payload bytes [offset, offset + bytes) were written raw into the result:
+  // reduces the whole elements of the in-order prefix now, while they are in
+  // cache. Out-of-order bytes wait for finish().
+  void stored_raw(size_t offset, size_t bytes) {
+    if (offset != stored_) return;
+    stored_ += bytes;
+    reduce_raw_up_to(stored_);
+  }
+  // Every payload byte (`count` in all) is in place: reduces the rest.
+  void finish(size_t count) { reduce_raw_up_to(count); }
+
+ private:
+  void reduce_raw_up_to(size_t end) {
+    const size_t upto = end / elem_bytes_ * elem_bytes_;
+    if (upto <= reduced_) return;
+    reduce(fn_, operand_ + reduced_, result_ + reduced_, result_ + reduced_, (upto - reduced_) / elem_bytes_);
+    reduced_ = upto;
+  }
+
+  ArithFunction fn_{};
+  size_t elem_bytes_ = 1;
+  const std::byte* operand_ = nullptr;
+  std::byte* result_ = nullptr;
+  size_t stored_ = 0;   // payload bytes [0, stored_) were stored, in order
+  size_t reduced_ = 0;  // result bytes [0, reduced_) hold operand (+) payload; the rest of the stored prefix is raw
+};
+
 // Per-message state a Sink keeps between begin_message and end_message.
 struct ReceiveTicket {
   uint64_t token = 0;
@@ -94,6 +149,9 @@ struct ReceiveTicket {
   // their own pieces with the lease). Null: the memory stays valid until
   // end_message.
   std::shared_ptr<WriteLease> lease;
+  // Set by the sink for a window that reduces on landing; owned by the sink
+  // until end_message. Always comes with a lease.
+  LandingReduce* landing = nullptr;
 };
 
 // Stores payload bytes [offset, offset + bytes) of a message whose
@@ -110,7 +168,8 @@ inline bool store_payload(const ReceiveTicket& ticket, std::byte* dst, size_t of
   for (size_t done = 0; done < bytes;) {
     const size_t n = std::min(bytes - done, WriteLease::kMaxPieceBytes);
     if (!ticket.lease->begin_write()) return false;
-    std::memcpy(dst + offset + done, from + done, n);
+    if (ticket.landing != nullptr) ticket.landing->store(offset + done, from + done, n);
+    else std::memcpy(dst + offset + done, from + done, n);
     ticket.lease->end_write();
     done += n;
   }
@@ -156,6 +215,8 @@ class PayloadWriter {
   virtual uint32_t write(std::byte* dst, size_t offset, size_t bytes) = 0;
 };
 
+constexpr size_t kLandingPieceBytes = size_t{64} << 10;
+
 // Lets `payload` produce a whole message straight into the destination `dst`
 // (count bytes) that begin_message returned with `ticket` (in-process links:
 // one copy). A leased destination is produced in bounded pieces, each under
@@ -163,10 +224,14 @@ class PayloadWriter {
 // message still ends normally and the sink drops it). Returns error bits.
 inline uint32_t produce_payload(PayloadWriter& payload, std::byte* dst, size_t count, const ReceiveTicket& ticket) {
   if (!ticket.lease) return payload.write(dst, 0, count);
+  // Reducing on landing: pieces small enough that the landed bytes are
+  // still in cache when they are reduced.
+  const size_t max_piece = ticket.landing != nullptr ? kLandingPieceBytes : WriteLease::kMaxPieceBytes;
   for (size_t offset = 0; offset < count;) {
-    const size_t n = std::min(count - offset, WriteLease::kMaxPieceBytes);  // a multiple of 64 unless last
+    const size_t n = std::min(count - offset, max_piece);  // a multiple of 64 unless last
     if (!ticket.lease->begin_write()) return 0;
     const uint32_t err = payload.write(dst + offset, offset, n);
+    if (err == 0 && ticket.landing != nullptr) ticket.landing->stored_raw(offset, n);
     ticket.lease->end_write();
     if (err != 0) return err;
     offset += n;

@@ -385,6 +385,7 @@ class TcpTransport final : public Transport {
         }
         n = ::recv(c.fd.get(), c.dst + c.payload_got,
                    lease != nullptr ? std::min(remaining, WriteLease::kMaxPieceBytes) : remaining, 0);
+        if (n > 0 && c.ticket.landing != nullptr) c.ticket.landing->stored_raw(c.payload_got, static_cast<size_t>(n));
         if (lease != nullptr) lease->end_write();
         if (n > 0) {
           c.payload_got += static_cast<size_t>(n);

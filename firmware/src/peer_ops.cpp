@@ -17,7 +17,9 @@
 //   message when it can land in place, or spare-buffer-sized pieces when it
 //   must be staged (kernel-stream results, results in another representation
 //   than the wire's, or a reduce whose local operand overlaps the result). A grant of 0 bytes tells the
-//   sender to stop (the receive was shorter: truncation).
+//   sender to stop (the receive was shorter: truncation). A fused receive
+//   whose pieces land in place has the data plane reduce them as they land
+//   (Window::reduce) instead of landing them and reducing afterwards.
 //
 // Address message fields (firmware to firmware): vaddr/host = where to write,
 // rid = the sender's transfer id, msg_bytes = bytes granted, reserved[0] =
@@ -264,6 +266,17 @@ bool needs_staging(const PeerOp& op) {
          (op.fused && buf_overlap(op.a, op.dst, op.count));
 }
 
+// A fused rendezvous receive that lands in place reduces on landing (see
+// fw::Window) when nothing needs converting: payload, operand and result in
+// the uncompressed type, and arithmetic on that type.
+bool reduces_on_landing(Fw& fw, const CallSlot& call, const PeerOp& op) {
+  if (!op.fused || op.staged || op.wire_compressed || op.a.none || op.a.stream || op.a.compressed ||
+      op.dst.compressed)
+    return false;
+  const bool arith_compressed = xread(fw, call.d.arcfg + 4 * abi::kArithIsCompressed) != 0;
+  return !arith_compressed || call.d.uncompressed_bytes == call.d.compressed_bytes;
+}
+
 // Copies (or reduces) one eager segment out of its RX payload.
 void receive_segment(Fw& fw, CallSlot& call, PeerOp& op, uint32_t index) {
   const ArrivalSlot& slot = fw.st.arrivals[index];
@@ -418,6 +431,14 @@ bool progress_recv(Fw& fw, CallSlot& call, PeerOp& op) {
       w.host = landing.host;
       w.bytes = piece;
       w.compressed = op.wire_compressed;
+      if (reduces_on_landing(fw, call, op)) {
+        const Buf operand = buf_at(op.a, op.done_bytes / web);
+        w.reduce = true;
+        w.arcfg = call.d.arcfg;
+        w.func = call.d.function;
+        w.operand_addr = operand.addr;
+        w.operand_host = operand.host;
+      }
       op.error |= fw.dp.open_window(w);
       if (op.error != 0) break;
       op.window = w;
@@ -453,7 +474,7 @@ bool progress_recv(Fw& fw, CallSlot& call, PeerOp& op) {
           op.error |= local_move(fw, call, n, staged, nullptr, res);
         }
         fw.st.spare3_owner = 0;  // the piece has left spare 3
-      } else if (op.fused) {
+      } else if (op.fused && !op.window.reduce) {
         op.error |= local_move(fw, call, n, buf_at(op.a, first_elem), &res, res);
       }
       op.done_bytes += op.piece_bytes;

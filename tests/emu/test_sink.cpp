@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <thread>
 
@@ -319,6 +320,151 @@ TEST(EmuSink, ClosingAWindowInFlightRevokesIt) {
   EXPECT_EQ(a.status, 0u);
   dp.close_window(w);
   d->free(buf);
+}
+
+// A window that reduces on landing ends up holding operand + payload however
+// the transport stores the payload: in pieces that split elements, out of
+// order, produced in place by an in-process sender, or written raw (TCP's
+// direct recv) and reduced when the message ends.
+TEST(EmuSink, WindowThatReducesOnLandingHoldsOperandPlusPayload) {
+  auto d = make_device();
+  auto& dp = d->dataplane();
+  write_standard_arith(d->exchange_memory());
+  constexpr uint32_t kElems = 20000;
+  constexpr uint32_t kBytes = kElems * 4;
+  auto operand_buf = d->allocate(kBytes, MemoryKind::device, 0);
+  auto result_buf = d->allocate(kBytes, MemoryKind::device, 0);
+  std::vector<int32_t> operand(kElems), incoming(kElems);
+  for (uint32_t i = 0; i < kElems; ++i) {
+    operand[i] = static_cast<int32_t>(i * 7) - 50;
+    incoming[i] = 1000 + static_cast<int32_t>(i * 3);
+  }
+  d->copy_to_device(operand_buf.address, operand.data(), kBytes);
+  const auto* src = reinterpret_cast<const std::byte*>(incoming.data());
+
+  enum class Style { odd_pieces, out_of_order, produced, raw_then_finish };
+  uint32_t rid = 20;
+  for (Style style : {Style::odd_pieces, Style::out_of_order, Style::produced, Style::raw_then_finish}) {
+    SCOPED_TRACE(static_cast<int>(style));
+    std::vector<int32_t> stale(kElems, -1);
+    d->copy_to_device(result_buf.address, stale.data(), kBytes);
+    auto h = header(kBytes, 0, abi::kMsgRendezvousData);
+    h.rid = ++rid;
+    h.vaddr = result_buf.address;
+    fw::Window w = window_for(h);
+    w.reduce = true;
+    w.arcfg = kArithI32;
+    w.func = 0;  // SUM
+    w.operand_addr = operand_buf.address;
+    ASSERT_EQ(dp.open_window(w), 0u);
+    ReceiveTicket t;
+    std::byte* dst = d->sink().begin_message(kPeer, h, t);
+    ASSERT_NE(dst, nullptr);
+    ASSERT_NE(t.landing, nullptr);
+    switch (style) {
+      case Style::odd_pieces:  // pieces that end inside an element
+        for (size_t off = 0, n = 1; off < kBytes; off += n, n = n * 3 + 1)
+          ASSERT_TRUE(store_payload(t, dst, off, src + off, std::min<size_t>(n, kBytes - off)));
+        break;
+      case Style::out_of_order:
+        ASSERT_TRUE(store_payload(t, dst, 4096, src + 4096, 1000));
+        ASSERT_TRUE(store_payload(t, dst, 0, src, 4096));
+        ASSERT_TRUE(store_payload(t, dst, 5096, src + 5096, kBytes - 5096));
+        break;
+      case Style::produced: {
+        class Incoming final : public PayloadWriter {
+         public:
+          explicit Incoming(const std::byte* data) : data_(data) {}
+          uint32_t write(std::byte* out, size_t offset, size_t bytes) override {
+            std::memcpy(out, data_ + offset, bytes);
+            return 0;
+          }
+
+         private:
+          const std::byte* data_;
+        } writer(src);
+        ASSERT_EQ(produce_payload(writer, dst, kBytes, t), 0u);
+        break;
+      }
+      case Style::raw_then_finish:
+        ASSERT_TRUE(store_payload(t, dst, 0, src, 1001));
+        std::memcpy(dst + 1001, src + 1001, kBytes - 1001);  // written without telling the landing
+        break;
+    }
+    d->sink().end_message(kPeer, h, t, 0);
+    fw::Arrival a;
+    ASSERT_TRUE(dp.pop_arrival(a));
+    EXPECT_EQ(a.kind, fw::ArrivalKind::rendezvous_done);
+    EXPECT_EQ(a.status, 0u);
+    auto back = read_back<int32_t>(*d, result_buf.address, kElems);
+    for (uint32_t i = 0; i < kElems; ++i) ASSERT_EQ(back[i], operand[i] + incoming[i]) << "element " << i;
+  }
+
+  // A receive that fails mid-message: its window is revoked, and nothing
+  // after that point is written or reduced, also not when the message ends.
+  std::vector<int32_t> stale(kElems, -1);
+  d->copy_to_device(result_buf.address, stale.data(), kBytes);
+  auto h = header(kBytes, 0, abi::kMsgRendezvousData);
+  h.rid = ++rid;
+  h.vaddr = result_buf.address;
+  fw::Window w = window_for(h);
+  w.reduce = true;
+  w.arcfg = kArithI32;
+  w.operand_addr = operand_buf.address;
+  ASSERT_EQ(dp.open_window(w), 0u);
+  ReceiveTicket t;
+  std::byte* dst = d->sink().begin_message(kPeer, h, t);
+  ASSERT_NE(dst, nullptr);
+  ASSERT_TRUE(store_payload(t, dst, 0, src, 4002));  // 1000 elements reduced, 2 bytes raw
+  dp.close_window(w);
+  EXPECT_FALSE(store_payload(t, dst, 4002, src + 4002, kBytes - 4002));
+  d->sink().end_message(kPeer, h, t, 0);
+  fw::Arrival a;
+  EXPECT_FALSE(dp.pop_arrival(a));
+  auto back = read_back<int32_t>(*d, result_buf.address, kElems);
+  for (uint32_t i = 0; i < 1000; ++i) ASSERT_EQ(back[i], operand[i] + incoming[i]) << "element " << i;
+  for (uint32_t i = 1001; i < kElems; ++i) ASSERT_EQ(back[i], -1) << "element " << i;
+  d->free(operand_buf);
+  d->free(result_buf);
+}
+
+// Windows that reduce on landing need a function without conversions, whole
+// elements and an operand in valid memory apart from the window.
+TEST(EmuSink, WindowThatReducesOnLandingChecksItsArguments) {
+  auto d = make_device();
+  auto& dp = d->dataplane();
+  write_standard_arith(d->exchange_memory());
+  auto operand_buf = d->allocate(8192, MemoryKind::device, 0);
+  auto result_buf = d->allocate(8192, MemoryKind::device, 0);
+  fw::Window w;
+  w.peer_ip = kPeer.ip;
+  w.peer_port = kPeer.port;
+  w.rid = 40;
+  w.addr = result_buf.address;
+  w.bytes = 4096;
+  w.reduce = true;
+  w.arcfg = kArithF32;
+  w.operand_addr = operand_buf.address;
+  w.func = 9;  // no such function
+  EXPECT_EQ(dp.open_window(w), static_cast<uint32_t>(abi::kArithError));
+  w.func = 0;
+  w.arcfg = kArithF32F16;  // arithmetic on fp16: the fp32 operands would need converting
+  EXPECT_EQ(dp.open_window(w), static_cast<uint32_t>(abi::kArithError));
+  w.arcfg = kArithF32;
+  w.bytes = 4098;  // not whole elements
+  EXPECT_EQ(dp.open_window(w), static_cast<uint32_t>(abi::kArithError));
+  w.bytes = 4096;
+  w.operand_addr = result_buf.address + 2048;  // overlaps the window
+  EXPECT_EQ(dp.open_window(w), static_cast<uint32_t>(abi::kInvalidArgument));
+  w.operand_addr = 0x1234;  // not memory
+  EXPECT_EQ(dp.open_window(w), static_cast<uint32_t>(abi::kInvalidArgument));
+  EXPECT_EQ(d->sink().open_windows(), 0u);
+  w.operand_addr = operand_buf.address;
+  w.arcfg = kArithF32F16u;  // compression lanes configured, arithmetic on fp32: no conversion needed
+  EXPECT_EQ(dp.open_window(w), 0u);
+  dp.close_window(w);
+  d->free(operand_buf);
+  d->free(result_buf);
 }
 
 // Fuzz finding rendezvous-no-arrival: while data is still being written into

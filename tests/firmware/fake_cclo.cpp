@@ -208,7 +208,15 @@ void FakeCclo::deliver(const abi::WireHeader& header, std::vector<uint8_t> paylo
     for (const Window& w : windows_) {
       if (w.peer_ip == from_ip && w.peer_port == from_port && w.ctx == header.ctx && w.rid == header.rid &&
           w.bytes == payload.size() && w.addr == header.vaddr) {
-        std::memcpy(memory_.data() + w.addr, payload.data(), payload.size());
+        if (w.reduce) {  // reduce on landing: result = operand (+) payload
+          const uint32_t elem_bytes = xmem(w.arcfg + 4 * abi::kArithUncompressedBytes);
+          const uint32_t fn = xmem(w.arcfg + 4 * (abi::kArithFunctionIds + w.func));
+          if (elem_bytes == 0 || !reduce(fn, memory_.data() + w.addr, memory_.data() + w.operand_addr,
+                                         payload.data(), static_cast<uint32_t>(payload.size() / elem_bytes)))
+            a.status = abi::kArithError;
+        } else {
+          std::memcpy(memory_.data() + w.addr, payload.data(), payload.size());
+        }
         a.kind = ArrivalKind::rendezvous_done;
         arrivals_.push_back(a);
         cv_.notify_all();
@@ -244,9 +252,11 @@ void FakeCclo::release_payload(const Arrival& a) {
 
 uint32_t FakeCclo::open_window(const Window& w) {
   if (w.addr + w.bytes > memory_.size()) return abi::kInvalidArgument;
+  if (w.reduce && w.operand_addr + w.bytes > memory_.size()) return abi::kInvalidArgument;
   std::lock_guard<std::mutex> lock(mutex_);
   windows_.push_back(w);
   windows_opened_++;
+  if (w.reduce) reducing_windows_opened_++;
   return 0;
 }
 

@@ -4,7 +4,8 @@
 // real ControlProgram on its own thread; FakeFabric wires several of them
 // together (rank i of every test communicator is fabric member i). Moves are
 // executed synchronously: network results are delivered straight into the
-// peer's arrival queue (eager) or its open window (rendezvous data).
+// peer's arrival queue (eager) or its open window (rendezvous data; a window
+// that reduces on landing receives operand (+) payload).
 //
 // Arithmetic: sum/max/min/prod on int32/int64/float32/float64 by arith
 // function id. No compression (that is covered on the emulator).
@@ -89,6 +90,7 @@ class FakeCclo final : public DataPlane {
   size_t windows_open();
   size_t payloads_held();
   size_t windows_opened_total() const { return windows_opened_.load(); }
+  size_t reducing_windows_opened_total() const { return reducing_windows_opened_.load(); }
   std::vector<uint8_t> stream_contents();
 
   // Receive side of the fake network.
@@ -131,6 +133,7 @@ class FakeCclo final : public DataPlane {
   uint64_t next_token_ = 1;
   std::vector<Window> windows_;
   std::atomic<size_t> windows_opened_{0};
+  std::atomic<size_t> reducing_windows_opened_{0};
   std::deque<uint8_t> stream_;
   uint64_t next_call_id_ = 1;
 

@@ -317,8 +317,24 @@ TEST(FirmwareCollectiveOrder, CollectiveRendezvousIsGrantedByTheReceiver) {
     EXPECT_EQ(f[r].xmem(peer_record + 4 * abi::kRankOutboundSeq), 4u);
     EXPECT_EQ(f[r].xmem(peer_record + 4 * abi::kRankInboundSeq), 4u);
     EXPECT_EQ(f[r].windows_opened_total(), 2u);
+    // The reduce-scatter step's window reduces on landing; the allgather
+    // step's only copies.
+    EXPECT_EQ(f[r].reducing_windows_opened_total(), 1u);
     EXPECT_EQ(f[r].windows_open(), 0u);
     const auto got = f[r].read<int32_t>(kDst, n);
+    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], sum_over_ranks(2, i));
+  }
+  // In place the local operand is the landing place: that step is staged
+  // and reduced afterwards, so no window reduces on landing.
+  for (uint32_t r = 0; r < 2; ++r) f[r].write(kSrc, rank_data(r, n));
+  ids.clear();
+  for (uint32_t r = 0; r < 2; ++r) {
+    ids.push_back(f[r].submit(CallBuilder(abi::kAllreduce).count(n).addr(0, kSrc).addr(2, kSrc)));
+  }
+  for (uint32_t r = 0; r < 2; ++r) EXPECT_EQ(f[r].wait(ids[r]), std::optional<uint32_t>(0));
+  for (uint32_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(f[r].reducing_windows_opened_total(), 1u);
+    const auto got = f[r].read<int32_t>(kSrc, n);
     for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], sum_over_ranks(2, i));
   }
 }

@@ -79,6 +79,15 @@ struct Arrival {
 
 // A rendezvous window: peer (peer_ip, peer_port) may write `bytes` bytes at
 // (addr, host) with a kMsgRendezvousData message carrying `rid` and `ctx`.
+//
+// Reduce on landing (`reduce`): the window's memory receives
+// operand[i] func payload[i] instead of the payload itself, element by
+// element, with the function `func` of the arithmetic configuration at
+// `arcfg`. The data plane then reads each incoming byte once, as the hardware
+// reduce unit does on the stream from the depacketizer, where a landing
+// followed by a local reduce move would read the result twice. Only for
+// payload, operand and result in the uncompressed type when the arithmetic
+// needs no conversion for it; the operand must not overlap the window.
 struct Window {
   uint32_t peer_ip = 0;
   uint32_t peer_port = 0;
@@ -88,6 +97,11 @@ struct Window {
   bool host = false;
   uint64_t bytes = 0;
   bool compressed = false;  // incoming payload is fp16 and must land as fp16
+  bool reduce = false;
+  bool operand_host = false;
+  uint32_t arcfg = 0;
+  uint32_t func = 0;
+  uint64_t operand_addr = 0;  // `bytes` bytes, in the same element type
 };
 
 enum LogLevel : int { kLogError = 0, kLogWarn = 1, kLogInfo = 2, kLogDebug = 3, kLogTrace = 4 };
