@@ -125,7 +125,24 @@ INSTANTIATE_TEST_SUITE_P(Sizes, StepSavingCollectives,
 
 // Rendezvous-sized blocks (4 KiB per rank and block, max eager 1 KiB): every
 // receive step opens exactly one window.
-TEST(CollectiveSteps, AllreduceOnFourRanksTakesTwoLog2PSteps) {
+TEST(CollectiveSteps, AllreduceOnEightRanksTakesTwoLog2PSteps) {
+  FakeFabric f(8);
+  f.configure();
+  constexpr uint32_t n = 8192;  // 32 KiB: blocks of 4 KiB
+  for (uint32_t r = 0; r < 8; ++r) f[r].write(kSrc, rank_data(r, n));
+  const auto windows = windows_during(f, [&] {
+    run_all(f, [&](uint32_t) {
+      return std::move(CallBuilder(abi::kAllreduce).count(n).function(abi::kSum).addr(0, kSrc).addr(2, kDst));
+    });
+  });
+  for (uint32_t r = 0; r < 8; ++r) EXPECT_EQ(windows[r], 6u) << "rank " << r << " (the ring takes 14)";
+  EXPECT_EQ(f[3].read<int32_t>(kDst, n)[n - 1], sum_over_ranks(8, n - 1));
+}
+
+// With 4 ranks the ring is chosen: 2 (P-1) steps, and its 3 reduce-scatter
+// steps reduce on landing (halving-doubling would land a partial and then add
+// it in a local round).
+TEST(CollectiveSteps, AllreduceOnFourRanksUsesTheRingThatReducesOnLanding) {
   FakeFabric f(4);
   f.configure();
   constexpr uint32_t n = 4096;  // 16 KiB: blocks of 4 KiB
@@ -135,8 +152,12 @@ TEST(CollectiveSteps, AllreduceOnFourRanksTakesTwoLog2PSteps) {
       return std::move(CallBuilder(abi::kAllreduce).count(n).function(abi::kSum).addr(0, kSrc).addr(2, kDst));
     });
   });
-  for (uint32_t r = 0; r < 4; ++r) EXPECT_EQ(windows[r], 4u) << "rank " << r << " (the ring takes 6)";
-  EXPECT_EQ(f[3].read<int32_t>(kDst, n)[n - 1], sum_over_ranks(4, n - 1));
+  for (uint32_t r = 0; r < 4; ++r) {
+    EXPECT_EQ(windows[r], 6u) << "rank " << r;
+    EXPECT_EQ(f[r].reducing_windows_opened_total(), 3u) << "rank " << r;
+    const auto got = f[r].read<int32_t>(kDst, n);
+    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], sum_over_ranks(4, i)) << "rank " << r << " i " << i;
+  }
 }
 
 TEST(CollectiveSteps, AllgatherOnEightRanksTakesLog2PSteps) {
