@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <thread>
+#include <utility>
 
 namespace accl::emu::test {
 namespace {
@@ -342,21 +343,28 @@ TEST(EmuSink, WindowThatReducesOnLandingHoldsOperandPlusPayload) {
   d->copy_to_device(operand_buf.address, operand.data(), kBytes);
   const auto* src = reinterpret_cast<const std::byte*>(incoming.data());
 
-  enum class Style { odd_pieces, out_of_order, produced, raw_then_finish };
-  uint32_t rid = 20;
-  for (Style style : {Style::odd_pieces, Style::out_of_order, Style::produced, Style::raw_then_finish}) {
-    SCOPED_TRACE(static_cast<int>(style));
+  // Fills the result with -1 and opens a window (rid `id`) over it that sums
+  // the operand into it; returns the data header and the window.
+  auto open_reducing_window = [&](uint32_t id) {
     std::vector<int32_t> stale(kElems, -1);
     d->copy_to_device(result_buf.address, stale.data(), kBytes);
     auto h = header(kBytes, 0, abi::kMsgRendezvousData);
-    h.rid = ++rid;
+    h.rid = id;
     h.vaddr = result_buf.address;
     fw::Window w = window_for(h);
     w.reduce = true;
     w.arcfg = kArithI32;
     w.func = 0;  // SUM
     w.operand_addr = operand_buf.address;
-    ASSERT_EQ(dp.open_window(w), 0u);
+    EXPECT_EQ(dp.open_window(w), 0u);
+    return std::make_pair(h, w);
+  };
+
+  enum class Style { odd_pieces, out_of_order, produced, raw_then_finish };
+  uint32_t rid = 20;
+  for (Style style : {Style::odd_pieces, Style::out_of_order, Style::produced, Style::raw_then_finish}) {
+    SCOPED_TRACE(static_cast<int>(style));
+    const auto [h, w] = open_reducing_window(++rid);
     ReceiveTicket t;
     std::byte* dst = d->sink().begin_message(kPeer, h, t);
     ASSERT_NE(dst, nullptr);
@@ -402,16 +410,7 @@ TEST(EmuSink, WindowThatReducesOnLandingHoldsOperandPlusPayload) {
 
   // A receive that fails mid-message: its window is revoked, and nothing
   // after that point is written or reduced, also not when the message ends.
-  std::vector<int32_t> stale(kElems, -1);
-  d->copy_to_device(result_buf.address, stale.data(), kBytes);
-  auto h = header(kBytes, 0, abi::kMsgRendezvousData);
-  h.rid = ++rid;
-  h.vaddr = result_buf.address;
-  fw::Window w = window_for(h);
-  w.reduce = true;
-  w.arcfg = kArithI32;
-  w.operand_addr = operand_buf.address;
-  ASSERT_EQ(dp.open_window(w), 0u);
+  const auto [h, w] = open_reducing_window(++rid);
   ReceiveTicket t;
   std::byte* dst = d->sink().begin_message(kPeer, h, t);
   ASSERT_NE(dst, nullptr);
