@@ -2,6 +2,7 @@
 // Receive side: RX buffer placement, overflow store, rendezvous windows,
 // kernel-stream messages, link failures, reset. A fake transport drives the
 // sink with a fake PayloadWriter.
+#include "copy_writer.hpp"  // tests/shared
 #include "emu_test_util.hpp"
 
 #include <gtest/gtest.h>
@@ -380,17 +381,7 @@ TEST(EmuSink, WindowThatReducesOnLandingHoldsOperandPlusPayload) {
         ASSERT_TRUE(store_payload(t, dst, 5096, src + 5096, kBytes - 5096));
         break;
       case Style::produced: {
-        class Incoming final : public PayloadWriter {
-         public:
-          explicit Incoming(const std::byte* data) : data_(data) {}
-          uint32_t write(std::byte* out, size_t offset, size_t bytes) override {
-            std::memcpy(out, data_ + offset, bytes);
-            return 0;
-          }
-
-         private:
-          const std::byte* data_;
-        } writer(src);
+        CopyWriter writer(src);
         ASSERT_EQ(produce_payload(writer, dst, kBytes, t), 0u);
         break;
       }

@@ -4,6 +4,7 @@
 // every callback, and payload writers that check the PayloadWriter contract.
 #pragma once
 
+#include "copy_writer.hpp"  // tests/shared
 #include "transport.hpp"
 #include "transport_common.hpp"
 
@@ -84,19 +85,6 @@ class PatternWriter final : public PayloadWriter {
   uint32_t seed_;
   size_t count_;
   size_t next_ = 0;
-};
-
-// Copies from a prepared buffer (benchmarks: no pattern generation cost).
-class CopyWriter final : public PayloadWriter {
- public:
-  explicit CopyWriter(const std::byte* src) : src_(src) {}
-  uint32_t write(std::byte* dst, size_t offset, size_t bytes) override {
-    std::memcpy(dst, src_ + offset, bytes);
-    return 0;
-  }
-
- private:
-  const std::byte* src_;
 };
 
 struct Received {
