@@ -123,18 +123,24 @@ INSTANTIATE_TEST_SUITE_P(Sizes, StepSavingCollectives,
                                          Case{16, 256}),
                          case_name);
 
+// Every rank sums its rank_data(r, n) from kSrc into kDst: the windows each
+// rank opened.
+std::vector<size_t> allreduce_windows(FakeFabric& f, uint32_t n) {
+  for (uint32_t r = 0; r < f.size(); ++r) f[r].write(kSrc, rank_data(r, n));
+  return windows_during(f, [&] {
+    run_all(f, [&](uint32_t) {
+      return std::move(CallBuilder(abi::kAllreduce).count(n).function(abi::kSum).addr(0, kSrc).addr(2, kDst));
+    });
+  });
+}
+
 // Rendezvous-sized blocks (4 KiB per rank and block, max eager 1 KiB): every
 // receive step opens exactly one window.
 TEST(CollectiveSteps, AllreduceOnEightRanksTakesTwoLog2PSteps) {
   FakeFabric f(8);
   f.configure();
   constexpr uint32_t n = 8192;  // 32 KiB: blocks of 4 KiB
-  for (uint32_t r = 0; r < 8; ++r) f[r].write(kSrc, rank_data(r, n));
-  const auto windows = windows_during(f, [&] {
-    run_all(f, [&](uint32_t) {
-      return std::move(CallBuilder(abi::kAllreduce).count(n).function(abi::kSum).addr(0, kSrc).addr(2, kDst));
-    });
-  });
+  const auto windows = allreduce_windows(f, n);
   for (uint32_t r = 0; r < 8; ++r) EXPECT_EQ(windows[r], 6u) << "rank " << r << " (the ring takes 14)";
   EXPECT_EQ(f[3].read<int32_t>(kDst, n)[n - 1], sum_over_ranks(8, n - 1));
 }
@@ -146,12 +152,7 @@ TEST(CollectiveSteps, AllreduceOnFourRanksUsesTheRingThatReducesOnLanding) {
   FakeFabric f(4);
   f.configure();
   constexpr uint32_t n = 4096;  // 16 KiB: blocks of 4 KiB
-  for (uint32_t r = 0; r < 4; ++r) f[r].write(kSrc, rank_data(r, n));
-  const auto windows = windows_during(f, [&] {
-    run_all(f, [&](uint32_t) {
-      return std::move(CallBuilder(abi::kAllreduce).count(n).function(abi::kSum).addr(0, kSrc).addr(2, kDst));
-    });
-  });
+  const auto windows = allreduce_windows(f, n);
   for (uint32_t r = 0; r < 4; ++r) {
     EXPECT_EQ(windows[r], 6u) << "rank " << r;
     EXPECT_EQ(f[r].reducing_windows_opened_total(), 3u) << "rank " << r;
