@@ -4,7 +4,8 @@
 //
 // Per directed pair, the sender creates a POSIX shm segment
 //   /accl-<secret hash>-<receiver ip>-<receiver port>-<sender port>-<pid>-<n>
-// (mode 0600): one 4 KiB control page plus a power-of-two data ring. It
+// (mode 0600): one 4 KiB control page plus a data ring (a whole number of
+// pages). It
 // announces the segment over the receiver's control socket, a Unix
 // SOCK_SEQPACKET socket at the abstract address "accl-emu-shm-v1/<ip>:<port>"
 // of the receiver's NetAddress:
@@ -54,6 +55,7 @@ using namespace transport_detail;
 constexpr uint32_t kRingMagic = 0x474E4952;  // "RING"
 constexpr uint32_t kRingVersion = 1;
 constexpr size_t kControlBytes = 4096;
+constexpr size_t kPageBytes = 4096;  // rings are whole pages (so every 64-byte slot is whole too)
 constexpr size_t kMinRingBytes = size_t{64} << 10;
 constexpr size_t kMaxRingBytes = size_t{1} << 30;
 // Longest single futex sleep: a safety net only, every state change wakes
@@ -894,8 +896,8 @@ class ShmTransport final : public Transport, private InboundProgress {
         credential_(make_credential(options.job_secret)),
         check_secret_(!options.job_secret.empty()),
         spin_(spin_duration()) {
-    size_t ring = std::clamp(tuning_.ring_bytes, kMinRingBytes, kMaxRingBytes);
-    tuning_.ring_bytes = std::bit_ceil(ring);
+    const size_t ring = std::clamp(tuning_.ring_bytes, kMinRingBytes, kMaxRingBytes);
+    tuning_.ring_bytes = (ring + kPageBytes - 1) / kPageBytes * kPageBytes;
     tuning_.max_piece_bytes = std::clamp(round_up64(tuning_.max_piece_bytes), size_t{4096}, tuning_.ring_bytes / 2);
     Sha256::Digest h = Sha256().update(std::string("accl-emu-shm-name-v1\n")).update(options.job_secret).finish();
     name_prefix_ = "/accl-" + to_hex(h.data(), 8);
@@ -1143,7 +1145,7 @@ class ShmTransport final : public Transport, private InboundProgress {
     } else if ((reply.status = check_identity(hello.id, kHelloShm, credential_, check_secret_)) != kHelloAccepted) {
       why = describe(static_cast<HelloStatus>(reply.status));
     } else if (!valid_shm_name(hello.shm_name, sizeof hello.shm_name) || hello.ring_bytes < kMinRingBytes ||
-               hello.ring_bytes > kMaxRingBytes || !std::has_single_bit(hello.ring_bytes)) {
+               hello.ring_bytes > kMaxRingBytes || hello.ring_bytes % kPageBytes != 0) {
       reply.status = kHelloMalformed;
       why = "bad segment name or size";
     }
