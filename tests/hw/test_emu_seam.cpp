@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <barrier>
 #include <exception>
 #include <thread>
 
@@ -166,11 +167,22 @@ TEST(HwEmuSeam, DriverRunsOnTheHardwareBackend) {
   constexpr unsigned kCount = 3000;  // several RX buffers' worth: segmentation and rendezvous both run
   std::vector<std::exception_ptr> errors(kRanks);
   std::vector<std::thread> threads;
+  // As in any ACCL job (MPI programs barrier after initialize): a rank that
+  // sends before its peer's initialize has soft-reset the peer's CCLO loses
+  // those messages to the reset, and the peer's allreduce then fails on the
+  // sequence gap.
+  std::barrier initialized(kRanks);
   for (int i = 0; i < kRanks; ++i) {
     threads.emplace_back([&, i] {
       try {
         accl::ACCL& a = *world[i];
-        a.initialize(ranks, i, 16, 1024, 1024, 32 * 1024);
+        try {
+          a.initialize(ranks, i, 16, 1024, 1024, 32 * 1024);
+        } catch (...) {
+          initialized.arrive_and_drop();
+          throw;
+        }
+        initialized.arrive_and_wait();
         EXPECT_FALSE(a.is_simulated()) << "the driver sees the xrt backend";
         auto src = a.create_buffer<float>(kCount);
         auto dst = a.create_buffer<float>(kCount);
