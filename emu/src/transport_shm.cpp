@@ -4,8 +4,7 @@
 //
 // Per directed pair, the sender creates a POSIX shm segment
 //   /accl-<secret hash>-<receiver ip>-<receiver port>-<sender port>-<pid>-<n>
-// (mode 0600): one 4 KiB control page plus a data ring (a whole number of
-// pages). It
+// (mode 0600): one 4 KiB control page plus a data ring of whole pages. It
 // announces the segment over the receiver's control socket, a Unix
 // SOCK_SEQPACKET socket at the abstract address "accl-emu-shm-v1/<ip>:<port>"
 // of the receiver's NetAddress:
@@ -39,7 +38,6 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 
-#include <bit>
 #include <climits>
 #include <map>
 #include <mutex>
