@@ -191,6 +191,31 @@ TEST(CollectiveSteps, AllgatherOnFourRanksReceivesEveryBlockFromItsOwner) {
   }
 }
 
+// The direct allgather stops at 2 MiB blocks (select.cpp): a block of
+// exactly 2 MiB still comes from each owner in its own window, one element
+// more and 4 ranks take recursive doubling's 2 steps.
+TEST(CollectiveSteps, AllgatherOnFourRanksGoesDirectUpToTwoMiBBlocks) {
+  FabricOptions options;
+  options.memory_bytes = 32u << 20;
+  FakeFabric f(4, options);
+  f.configure();
+  constexpr uint64_t kBigSrc = 6u << 20;   // above the spares
+  constexpr uint64_t kBigDst = 16u << 20;  // room for 4 blocks of 2 MiB + 4 bytes
+  for (const auto& [n, steps] : {std::pair<uint32_t, size_t>{512u * 1024, 3}, {512u * 1024 + 1, 2}}) {
+    for (uint32_t r = 0; r < 4; ++r) f[r].write(kBigSrc, rank_data(r, n));
+    const auto windows = windows_during(f, [&] {
+      run_all(f, [&](uint32_t) {
+        return std::move(CallBuilder(abi::kAllgather).count(n).addr(0, kBigSrc).addr(2, kBigDst));
+      });
+    });
+    for (uint32_t r = 0; r < 4; ++r) {
+      EXPECT_EQ(windows[r], steps) << "rank " << r << " block elements " << n;
+      for (uint32_t owner = 0; owner < 4; ++owner)
+        ASSERT_EQ(f[r].read<int32_t>(kBigDst + uint64_t{owner} * n * 4, n), rank_data(owner, n)) << r << " " << owner;
+    }
+  }
+}
+
 TEST(CollectiveSteps, ReduceScatterOnEightRanksTakesLog2PSteps) {
   FakeFabric f(8);
   f.configure();

@@ -8,14 +8,20 @@
 
 namespace accl::fw::impl {
 
-// Direct allgather / reduce_scatter up to this many ranks and bytes per block: P-1
-// concurrent streams per rank pay off while the ranks roughly fit the cores
-// and a block still fits the emulator's shared-memory ring with room to spare
-// (measured on 4 ranks, 2 cores: 256 KiB and 512 KiB blocks faster than
-// recursive doubling, 1 MiB slower, when every stream needs the receiver's
-// reader thread). Beyond that, fewer transfers competing wins.
+// Direct allgather / reduce_scatter up to this many ranks: P-1 concurrent
+// streams per rank pay off while the ranks roughly fit the cores.
 constexpr uint32_t kDirectMaxRanks = 4;
-constexpr uint64_t kDirectMaxBytes = uint64_t{512} << 10;
+// ... and up to these bytes per block. Allgather, 4 ranks on 2 cores,
+// alternating runs on 2026-11-27, direct against recursive doubling: 1 MiB
+// blocks about 1245 against 1400 us (medians of 8), 2 MiB 2651 against
+// 2789 us (best of 5, direct ahead in every pair), 4 MiB no better (6132
+// against 5905 us); 3 ranks, 1 MiB: direct 630 us, ring 727 us. Before the
+// shared-memory rings held 1 MiB + 64 KiB, a 1 MiB block made its sender wait
+// for room and direct lost there. The direct reduce_scatter stages every
+// incoming block through spare 1 and adds them up in local rounds, so it
+// stops earlier: with 1 MiB blocks it lost (498 against 443 us).
+constexpr uint64_t kAllgatherDirectMaxBytes = uint64_t{2} << 20;
+constexpr uint64_t kReduceScatterDirectMaxBytes = uint64_t{512} << 10;
 // Allreduce by recursive halving + doubling from this many ranks on. Below,
 // the ring moves fewer bytes: each of its reduce-scatter steps reduces on
 // landing, where halving-doubling's later steps land a partial and add it in
@@ -42,7 +48,7 @@ uint32_t select_algorithm(const SelectionInput& in, const CollArgs& args) {
       // Two ranks exchange once whatever the algorithm.
       // Otherwise, power-of-two P: recursive doubling (log2 P steps); else
       // the ring.
-      if (args.P > 2 && args.P <= kDirectMaxRanks && bytes > in.max_eager_bytes && bytes <= kDirectMaxBytes &&
+      if (args.P > 2 && args.P <= kDirectMaxRanks && bytes > in.max_eager_bytes && bytes <= kAllgatherDirectMaxBytes &&
           allgather_direct_fits(args.P)) {
         return kAlgoAllgatherDirect;
       }
@@ -76,7 +82,7 @@ uint32_t select_algorithm(const SelectionInput& in, const CollArgs& args) {
       // two above 2 and half the source fits a spare buffer; else the ring in
       // blocks (two ranks: one exchange and one reduction either way).
       if (args.P > 2 && args.P <= kDirectMaxRanks && bytes > in.max_eager_bytes &&
-          bytes <= kDirectMaxBytes && reduce_scatter_direct_fits(args)) {
+          bytes <= kReduceScatterDirectMaxBytes && reduce_scatter_direct_fits(args)) {
         return kAlgoReduceScatterDirect;
       }
       return reduce_scatter_halving_fits(args) ? kAlgoReduceScatterHalving : kAlgoReduceScatterRing;
