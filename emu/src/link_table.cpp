@@ -53,7 +53,7 @@ std::shared_ptr<Link> LinkTable::connect(const NetAddress& peer, Clock::time_poi
 }
 
 uint32_t LinkTable::send(const NetAddress& peer, const abi::WireHeader& header, PayloadWriter& payload,
-                         Clock::time_point deadline) {
+                         Clock::time_point deadline, uint64_t shared_key) {
   std::shared_ptr<Link> link;
   uint64_t key = address_key(peer);
   {
@@ -75,7 +75,8 @@ uint32_t LinkTable::send(const NetAddress& peer, const abi::WireHeader& header, 
     std::lock_guard<std::mutex> lock(mutex_);
     links_.emplace(key, link);
   }
-  uint32_t err = link->send(header, payload, deadline);
+  uint32_t err =
+      shared_key != 0 ? link->send_shared(header, payload, shared_key, deadline) : link->send(header, payload, deadline);
   if (err & abi::kLinkError) {
     ACCL_LOG_WARN("emulated CCLO: sending to {} failed (0x{:x}); the link will be reopened", to_string(peer), err);
     forget(peer);

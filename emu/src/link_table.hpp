@@ -32,8 +32,9 @@ class LinkTable {
   // Sends one message to `peer` (connecting on first use). Error bits:
   // kLinkError when no transport reaches the peer or the link failed (the
   // cached link is dropped then, so the next send reconnects).
+  // `shared_key`: fw::Move::shared_payload (0: none).
   uint32_t send(const NetAddress& peer, const abi::WireHeader& header, PayloadWriter& payload,
-                Clock::time_point deadline);
+                Clock::time_point deadline, uint64_t shared_key = 0);
   void forget(const NetAddress& peer);
   void clear();
   size_t cached() const;

@@ -205,7 +205,7 @@ uint32_t Mover::send(const fw::Move& m, const Plan& p) {
   }
   MovePayload payload(*this, p);
   return links_.send(NetAddress{ip, static_cast<uint16_t>(port)}, m.header, payload,
-                     Clock::now() + io_timeout_);
+                     Clock::now() + io_timeout_, m.shared_payload);
 }
 
 uint32_t Mover::move(const fw::Move& m) {

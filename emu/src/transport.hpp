@@ -248,6 +248,14 @@ class Link {
   // owns the message. Bounded by `deadline`; returns error bits
   // (abi::kLinkError on failure or timeout).
   virtual uint32_t send(const abi::WireHeader& header, PayloadWriter& payload, Clock::time_point deadline) = 0;
+  // The same for a payload that other sends with the same `shared_key`
+  // repeat byte for byte (fw::Move::shared_payload), usually to other peers:
+  // a transport may produce it once and let every receiver read that copy.
+  // Keys are never reused for other bytes.
+  virtual uint32_t send_shared(const abi::WireHeader& header, PayloadWriter& payload, uint64_t /*shared_key*/,
+                               Clock::time_point deadline) {
+    return send(header, payload, deadline);
+  }
 };
 
 class Transport {

@@ -78,6 +78,11 @@ struct ShmTuning {
   // leave delivery to the pollers (see PollActivity in transport_shm.cpp):
   // the most a message waits when the polls stop without end_polling().
   std::chrono::microseconds poll_lease{1000};
+  // Bytes of the outbox (rounded up to whole pages) that holds payloads sent
+  // to several peers, copied once for all of them (see Outbox in
+  // transport_shm.cpp); payloads of up to half of it use it. Pages are
+  // touched only when used. 0: no outbox.
+  size_t outbox_bytes = size_t{4} << 20;
 };
 
 struct UdpTuning {

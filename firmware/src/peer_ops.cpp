@@ -250,6 +250,9 @@ bool progress_send(Fw& fw, CallSlot& call, PeerOp& op) {
     m.header.host = grant.host;
     m.header.reserved[0] = offset;
     m.header.seqn = take_outbound_seqn(fw, call.d.comm, op.peer);
+    // Only a whole message is the same payload as its twins' (pieces of a
+    // staged receive start at other offsets).
+    if (offset == 0 && n == op.count) m.shared_payload = op.shared_payload;
     op.error |= fw.dp.move(m);
     fw.st.work_counter++;
     op.done_bytes = uint64_t{offset} + uint64_t{n} * web;

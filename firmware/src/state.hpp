@@ -110,6 +110,7 @@ struct PeerOp {
   uint32_t wire_elem_bytes;
   uint64_t done_bytes;  // wire bytes sent / received / granted and completed
   uint64_t piece_bytes; // recv rendezvous: bytes of the piece currently granted
+  uint64_t shared_payload;  // send: key shared with the round's other sends of the same bytes (0: none)
   Window window;
 };
 
@@ -228,6 +229,7 @@ class ControlProgramState {
   uint64_t next_arrival_order;
   uint32_t next_rid;
   uint64_t work_counter;  // bumped by every action; "no change" means idle
+  uint64_t last_payload_key;  // last fw::Move::shared_payload handed out (keys are never reused)
   // Passes since the last deadline check (expire_calls), and the nearest
   // deadline that check found (lowered by calls started since).
   uint32_t passes_unchecked;

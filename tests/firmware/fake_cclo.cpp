@@ -156,6 +156,11 @@ bool FakeCclo::read_operand(const Operand& op, uint32_t count, uint32_t elem_byt
   return op.kind == OperandKind::none && bytes == 0;
 }
 
+std::vector<FakeCclo::Sent> FakeCclo::sent() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return sent_;
+}
+
 uint32_t FakeCclo::move(const Move& m) {
   if (m.op0.compressed || m.op1.compressed || m.res.compressed) return abi::kCompressionError;
   const uint32_t elem_bytes = xmem(m.arcfg + 4 * abi::kArithUncompressedBytes);
@@ -185,6 +190,10 @@ uint32_t FakeCclo::move(const Move& m) {
       const uint32_t port = xmem(m.comm + 4 * (abi::kCommRanksWord + abi::kCommRankRecordWords * m.dst_rank + 1));
       FakeCclo* peer = fabric_.find(ip, port);
       if (peer == nullptr) return abi::kLinkError;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        sent_.push_back(Sent{m.dst_rank, m.header.msg_type, m.shared_payload});
+      }
       peer->deliver(m.header, std::move(data), this->ip(), this->port());
       return 0;
     }

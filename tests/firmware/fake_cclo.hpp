@@ -92,6 +92,14 @@ class FakeCclo final : public DataPlane {
   size_t windows_opened_total() const { return windows_opened_.load(); }
   size_t reducing_windows_opened_total() const { return reducing_windows_opened_.load(); }
   std::vector<uint8_t> stream_contents();
+  // Every message this CCLO sent: destination rank, type and the move's
+  // shared_payload key.
+  struct Sent {
+    uint32_t dst_rank;
+    uint8_t msg_type;
+    uint64_t shared_payload;
+  };
+  std::vector<Sent> sent();
 
   // Receive side of the fake network.
   void deliver(const abi::WireHeader& header, std::vector<uint8_t> payload, uint32_t from_ip, uint32_t from_port);
@@ -135,6 +143,7 @@ class FakeCclo final : public DataPlane {
   std::atomic<size_t> windows_opened_{0};
   std::atomic<size_t> reducing_windows_opened_{0};
   std::deque<uint8_t> stream_;
+  std::vector<Sent> sent_;
   uint64_t next_call_id_ = 1;
 
   std::atomic<bool> stop_{false};

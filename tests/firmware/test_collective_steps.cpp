@@ -145,9 +145,9 @@ TEST(CollectiveSteps, AllreduceOnEightRanksTakesTwoLog2PSteps) {
   EXPECT_EQ(f[3].read<int32_t>(kDst, n)[n - 1], sum_over_ranks(8, n - 1));
 }
 
-// With 4 ranks the ring is chosen: 2 (P-1) steps, and its 3 reduce-scatter
-// steps reduce on landing (halving-doubling would land a partial and then add
-// it in a local round).
+// With 4 ranks the ring's reduce-scatter is chosen: its 3 steps reduce on
+// landing (halving-doubling would land a partial and then add it in a local
+// round); the 3 chunks of the allgather half then come in one direct round.
 TEST(CollectiveSteps, AllreduceOnFourRanksUsesTheRingThatReducesOnLanding) {
   FakeFabric f(4);
   f.configure();
@@ -213,6 +213,75 @@ TEST(CollectiveSteps, AllgatherOnFourRanksGoesDirectUpToTwoMiBBlocks) {
       for (uint32_t owner = 0; owner < 4; ++owner)
         ASSERT_EQ(f[r].read<int32_t>(kBigDst + uint64_t{owner} * n * 4, n), rank_data(owner, n)) << r << " " << owner;
     }
+  }
+}
+
+// Payload data each rank sent during `fn`: (destination, shared_payload key).
+std::vector<std::vector<FakeCclo::Sent>> data_sent_during(FakeFabric& f, const std::function<void()>& fn) {
+  std::vector<size_t> before;
+  for (uint32_t r = 0; r < f.size(); ++r) before.push_back(f[r].sent().size());
+  fn();
+  std::vector<std::vector<FakeCclo::Sent>> out(f.size());
+  for (uint32_t r = 0; r < f.size(); ++r) {
+    const auto all = f[r].sent();
+    for (size_t i = before[r]; i < all.size(); ++i)
+      if (all[i].msg_type == abi::kMsgRendezvousData) out[r].push_back(all[i]);
+  }
+  return out;
+}
+
+// One buffer sent to several peers in one round carries one shared_payload
+// key (the data plane may then copy it once); a new call gets a new key, and
+// sends of different bytes get none.
+TEST(CollectiveSteps, SendsOfOneBufferInOneRoundShareAPayloadKey) {
+  FakeFabric f(4);
+  f.configure();
+  constexpr uint32_t n = 1001;  // rendezvous: direct allgather, flat bcast
+  for (uint32_t r = 0; r < 4; ++r) f[r].write(kSrc, rank_data(r, n * 4));
+  auto allgather = [&] {
+    run_all(f, [&](uint32_t) { return std::move(CallBuilder(abi::kAllgather).count(n).addr(0, kSrc).addr(2, kDst)); });
+  };
+  const auto first = data_sent_during(f, allgather);
+  const auto second = data_sent_during(f, allgather);
+  for (uint32_t r = 0; r < 4; ++r) {
+    ASSERT_EQ(first[r].size(), 3u) << "rank " << r;
+    ASSERT_EQ(second[r].size(), 3u) << "rank " << r;
+    EXPECT_NE(first[r][0].shared_payload, 0u) << "rank " << r;
+    for (const auto& s : first[r]) EXPECT_EQ(s.shared_payload, first[r][0].shared_payload) << "rank " << r;
+    for (const auto& s : second[r]) EXPECT_EQ(s.shared_payload, second[r][0].shared_payload) << "rank " << r;
+    EXPECT_NE(second[r][0].shared_payload, first[r][0].shared_payload) << "keys are never reused";
+  }
+  for (uint32_t r = 0; r < 4; ++r) f[r].set_xmem(abi::kBcastFlatTreeMaxRanks, 4);  // flat on 4 ranks
+  const auto bcast = data_sent_during(f, [&] {
+    run_all(f, [&](uint32_t) { return std::move(CallBuilder(abi::kBcast).count(n).rank(2).addr(0, kSrc).addr(2, kSrc)); });
+  });
+  ASSERT_EQ(bcast[2].size(), 3u);
+  EXPECT_NE(bcast[2][0].shared_payload, 0u);
+  for (const auto& s : bcast[2]) EXPECT_EQ(s.shared_payload, bcast[2][0].shared_payload);
+  const auto alltoall = data_sent_during(f, [&] {
+    run_all(f, [&](uint32_t) { return std::move(CallBuilder(abi::kAlltoall).count(n).addr(0, kSrc).addr(2, kDst)); });
+  });
+  for (uint32_t r = 0; r < 4; ++r) {
+    ASSERT_EQ(alltoall[r].size(), 3u);
+    for (const auto& s : alltoall[r]) EXPECT_EQ(s.shared_payload, 0u) << "each peer gets other bytes";
+  }
+  // Allreduce on 4 ranks: the reduce-scatter sends other bytes each step,
+  // the direct allgather round sends the rank's chunk to all three peers.
+  for (uint32_t r = 0; r < 4; ++r) f[r].write(kSrc, rank_data(r, 4 * n));
+  const auto allreduce = data_sent_during(f, [&] {
+    run_all(f, [&](uint32_t) {
+      return std::move(CallBuilder(abi::kAllreduce).count(4 * n).function(abi::kSum).addr(0, kSrc).addr(2, kDst));
+    });
+  });
+  for (uint32_t r = 0; r < 4; ++r) {
+    ASSERT_EQ(allreduce[r].size(), 6u) << "rank " << r;
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(allreduce[r][i].shared_payload, 0u) << "rank " << r << " step " << i;
+    EXPECT_NE(allreduce[r][3].shared_payload, 0u) << "rank " << r;
+    for (size_t i = 3; i < 6; ++i) EXPECT_EQ(allreduce[r][i].shared_payload, allreduce[r][3].shared_payload);
+  }
+  for (uint32_t r = 0; r < 4; ++r) {
+    const auto got = f[r].read<int32_t>(kDst, 4 * n);
+    for (uint32_t i = 0; i < 4 * n; ++i) ASSERT_EQ(got[i], sum_over_ranks(4, i)) << "rank " << r << " i " << i;
   }
 }
 

@@ -275,6 +275,10 @@ enum MessageType : uint8_t {
 enum HeaderFlags : uint32_t {
   kHdrCompressed = 1u << 0,    // payload is fp16-compressed float32
   kHdrContinuation = 1u << 1,  // not the first segment of an eager message
+  // Never set by the firmware: a transport may mark frames of its own with it
+  // (the emulator's shared-memory rings: payload in the sender's outbox) and
+  // clears it before the header reaches the receiving data plane.
+  kHdrTransportFrame = 1u << 31,
 };
 
 struct WireHeader {

@@ -53,6 +53,12 @@ struct Move {
   uint32_t dst_rank = 0;    // network: destination rank in that communicator
   uint32_t stream_id = 0;   // stream result: kernel stream id (TDEST)
   abi::WireHeader header{}; // network: header to send
+  // Network results only. Non-zero: other moves with the same key send the
+  // very same payload bytes (one buffer to several peers in one round of a
+  // collective; the source does not change in between). The data plane may
+  // then produce the payload once and let every receiver read that copy.
+  // Zero: no such promise.
+  uint64_t shared_payload = 0;
 };
 
 // What arrived from the network, in arrival order per link.

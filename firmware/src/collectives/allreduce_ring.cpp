@@ -10,17 +10,25 @@
 // chunk (r - s) into place. Incoming rendezvous chunks land directly in the
 // result; in place (source == result) the receive stages pieces through
 // spare 3 so the source chunk is read before it is overwritten.
+//
+// Variant with a direct allgather (few ranks): after the same reduce-scatter,
+// one round in which every rank sends its complete chunk to all others and
+// receives theirs. The P-1 sends carry the same bytes, so the data plane may
+// copy them out once (fw::Move::shared_payload); the ring forwards each chunk
+// with a copy per step instead.
 #include "collective.hpp"
 
 namespace accl::fw::impl {
 
-bool plan_allreduce_ring(const CollArgs& args, uint32_t round, Round& out) {
+namespace {
+
+bool plan_ring_reduce_scatter_and(bool direct_allgather, const CollArgs& args, uint32_t round, Round& out) {
   const uint32_t P = args.P;
   const uint32_t r = args.rank;
   const uint32_t next = ring_add(r, 1, P);
   const uint32_t prev = ring_sub(r, 1, P);
   const uint32_t steps = P - 1;
-  if (round >= 2 * steps) return false;
+  if (round >= (direct_allgather ? steps + 1 : 2 * steps)) return false;
   if (round < steps) {
     const uint32_t s = round;
     const Chunk out_chunk = split_chunk(args.count, P, ring_sub(r, s, P));
@@ -30,6 +38,17 @@ bool plan_allreduce_ring(const CollArgs& args, uint32_t round, Round& out) {
     out.recv_reduce(prev, buf_at(args.src, in_chunk.begin), buf_at(args.dst, in_chunk.begin), in_chunk.len);
     return true;
   }
+  if (direct_allgather) {
+    // Rank q ends the reduce-scatter holding chunk q + 1.
+    for (uint32_t i = 1; i < P; ++i) {
+      const uint32_t from = ring_sub(r, i, P);
+      const Chunk c = split_chunk(args.count, P, ring_add(from, 1, P));
+      out.recv(from, buf_at(args.dst, c.begin), c.len);
+    }
+    const Chunk own = split_chunk(args.count, P, next);
+    for (uint32_t i = 1; i < P; ++i) out.send(ring_add(r, i, P), buf_at(args.dst, own.begin), own.len);
+    return true;
+  }
   const uint32_t s = round - steps;
   const Chunk out_chunk = split_chunk(args.count, P, ring_sub(ring_add(r, 1, P), s, P));
   out.send(next, buf_at(args.dst, out_chunk.begin), out_chunk.len);
@@ -37,5 +56,17 @@ bool plan_allreduce_ring(const CollArgs& args, uint32_t round, Round& out) {
   out.recv(prev, buf_at(args.dst, in_chunk.begin), in_chunk.len);
   return true;
 }
+
+}  // namespace
+
+bool plan_allreduce_ring(const CollArgs& args, uint32_t round, Round& out) {
+  return plan_ring_reduce_scatter_and(false, args, round, out);
+}
+
+bool plan_allreduce_ring_direct(const CollArgs& args, uint32_t round, Round& out) {
+  return plan_ring_reduce_scatter_and(true, args, round, out);
+}
+
+bool allreduce_ring_direct_fits(uint32_t P) { return 2 * (P - 1) <= kMaxOps; }
 
 }  // namespace accl::fw::impl

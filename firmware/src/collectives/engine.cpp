@@ -82,7 +82,39 @@ void Round::combine(const Buf& a, const Buf& b, const Buf& to, uint32_t count) {
 
 namespace {
 
-constexpr uint32_t kMaxRoundsPerStep = 64;  // fairness: let other calls run between bursts
+constexpr uint32_t kMaxRoundsPerStep = 64;
+
+bool ranges_overlap(const Buf& x, uint32_t x_count, const Buf& y, uint32_t y_count) {
+  if (x.stream || y.stream || x.none || y.none || x.host != y.host) return false;
+  return x.addr < y.addr + uint64_t{y_count} * y.elem_bytes && y.addr < x.addr + uint64_t{x_count} * x.elem_bytes;
+}
+
+// Sends of one round that carry the same bytes (the direct allgather and the
+// flat bcast send one buffer to every peer) get one key (fw::Move::
+// shared_payload), so the data plane may copy the payload out of the buffer
+// once for all of them instead of once per peer. Only plain sends of plain
+// memory, and only when no op of the round writes into that source.
+void mark_shared_sends(Fw& fw, CallSlot& call) {
+  for (uint32_t i = 0; i < call.nops; ++i) {
+    PeerOp& first = call.ops[i];
+    if (first.kind != OpKind::send || first.fused || first.shared_payload != 0 || first.a.stream || first.a.none)
+      continue;
+    bool written = false;
+    for (uint32_t j = 0; j < call.nops && !written; ++j) {
+      const PeerOp& w = call.ops[j];
+      written = w.kind != OpKind::send && ranges_overlap(first.a, first.count, w.dst, w.count);
+    }
+    if (written) continue;
+    for (uint32_t j = i + 1; j < call.nops; ++j) {
+      PeerOp& twin = call.ops[j];
+      if (twin.kind != OpKind::send || twin.fused || twin.count != first.count ||
+          twin.wire_compressed != first.wire_compressed || !same_memory(twin.a, first.a))
+        continue;
+      if (first.shared_payload == 0) first.shared_payload = ++fw.st.last_payload_key;
+      twin.shared_payload = first.shared_payload;
+    }
+  }
+}  // fairness: let other calls run between bursts
 
 // Calls the plan of `algorithm` (direct calls: no function-pointer tables,
 // which would need the GOT in position-independent builds).
@@ -98,6 +130,7 @@ bool run_plan(uint32_t algorithm, const CollArgs& args, uint32_t round, Round& o
     case kAlgoReduceFlat: return plan_reduce_flat(args, round, out);
     case kAlgoReduceChain: return plan_reduce_chain(args, round, out);
     case kAlgoAllreduceRing: return plan_allreduce_ring(args, round, out);
+    case kAlgoAllreduceRingDirect: return plan_allreduce_ring_direct(args, round, out);
     case kAlgoAllreduceReduceBcast: return plan_allreduce_reduce_bcast(args, round, out);
     case kAlgoAllreduceHalvingDoubling: return plan_allreduce_halving_doubling(args, round, out);
     case kAlgoReduceScatterRing: return plan_reduce_scatter_ring(args, round, out);
@@ -366,6 +399,7 @@ StepResult step_collective(Fw& fw, CallSlot& call) {
         break;
       }
       if (call.status != 0) return StepResult::finished;
+      mark_shared_sends(fw, call);
       call.round_open = true;
     }
     // Receives first, then sends, then local moves (plan order within each
