@@ -197,7 +197,11 @@ void soft_reset(Fw& fw) {
   // Dropped calls end with NOT_READY, like public ACCL's HOUSEKEEP_SWRST.
   while (fw.st.ncalls > 0) finish(fw, fw.st.order[0], abi::kNotReady);
   fw.dp.reset_datapath();
+  // Payload keys stay unique across resets: the data plane may still hold
+  // the payload of a key handed out before (Move::shared_payload).
+  const uint64_t last_payload_key = fw.st.last_payload_key;
   power_on(fw);
+  fw.st.last_payload_key = last_payload_key;
   log_line(fw, kLogInfo, LogLine().str("soft reset"));
 }
 
