@@ -215,13 +215,18 @@ def ensure_plotter(allow_install):
         except ImportError:
             return False
 
-    if have_mpl():
-        return "matplotlib"
     system_python = "/usr/bin/python3"
-    if os.path.realpath(sys.executable) != os.path.realpath(system_python) and os.path.exists(system_python) and \
-            subprocess.run([system_python, "-c", "import matplotlib"], capture_output=True).returncode == 0:
+
+    def system_python_has_mpl():
         # Started by another interpreter (pyenv, venv) that cannot see Debian's
         # python3-matplotlib: main() re-runs the script under Debian's.
+        return os.path.realpath(sys.executable) != os.path.realpath(system_python) and \
+            os.path.exists(system_python) and \
+            subprocess.run([system_python, "-c", "import matplotlib"], capture_output=True).returncode == 0
+
+    if have_mpl():
+        return "matplotlib"
+    if system_python_has_mpl():
         return "system-python"
     if shutil.which("gnuplot"):
         return "gnuplot"
@@ -238,6 +243,8 @@ def ensure_plotter(allow_install):
             rc, _, err, _ = apt("install", "-y", "--no-install-recommends", "python3-matplotlib")
         if rc == 0 and have_mpl():
             return "matplotlib"
+        if rc == 0 and system_python_has_mpl():  # installed for Debian's python, not the one running us
+            return "system-python"
         log("python3-matplotlib install failed (%s); trying gnuplot" % err.strip().splitlines()[-1:] )
         rc, _, _, _ = apt("install", "-y", "--no-install-recommends", "gnuplot-nox")
         if rc == 0 and shutil.which("gnuplot"):

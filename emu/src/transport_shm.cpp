@@ -42,8 +42,8 @@
 #include <array>
 #include <climits>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -270,7 +270,8 @@ class Mapping {
 // ---- shared payloads: the outbox ------------------------------------------
 //
 // A payload that several sends repeat (fw::Move::shared_payload: the direct
-// allgather and the flat bcast send one buffer to each peer) is copied once
+// allgather, the flat bcast and the allgather round of the 3- and 4-rank
+// allreduce send one buffer to each peer) is copied once
 // into the sending transport's outbox, a memfd that every peer maps read-only
 // when its link is set up (the descriptor travels with ShmHello, SCM_RIGHTS).
 // The rings then carry only the header, marked with abi::kHdrTransportFrame
@@ -604,7 +605,23 @@ class ShmLink final : public Link {
     return 0;
   }
 
+  bool broken() const { return broken_.load(std::memory_order_acquire) || closing_.load(std::memory_order_acquire); }
+
+  // Graceful close (transport stop or last reference gone): the receiver
+  // drains what was published, then reports the link closed.
+  void close() {
+    if (closing_.exchange(true)) return;
+    wake(ctl_.space_futex);  // a send sleeping for space sees closing_ at once
+    std::lock_guard lock(send_mutex_);  // waits for a send in progress to bail out
+    uint32_t open = kProducerOpen;
+    ctl_.producer_state.compare_exchange_strong(open, kProducerClosed, std::memory_order_acq_rel);
+    wake(ctl_.data_futex);
+    ::shutdown(control_fd_.get(), SHUT_RDWR);
+  }
+
  private:
+  enum class Wait { ready, timeout, closed };
+
   uint32_t check_usable() {
     if (broken_.load(std::memory_order_acquire) || closing_.load(std::memory_order_acquire)) return abi::kLinkError;
     if (receiver_gone()) {
@@ -649,25 +666,6 @@ class ShmLink final : public Link {
     }
     return 0;
   }
-
-
- public:
-  bool broken() const { return broken_.load(std::memory_order_acquire) || closing_.load(std::memory_order_acquire); }
-
-  // Graceful close (transport stop or last reference gone): the receiver
-  // drains what was published, then reports the link closed.
-  void close() {
-    if (closing_.exchange(true)) return;
-    wake(ctl_.space_futex);  // a send sleeping for space sees closing_ at once
-    std::lock_guard lock(send_mutex_);  // waits for a send in progress to bail out
-    uint32_t open = kProducerOpen;
-    ctl_.producer_state.compare_exchange_strong(open, kProducerClosed, std::memory_order_acq_rel);
-    wake(ctl_.data_futex);
-    ::shutdown(control_fd_.get(), SHUT_RDWR);
-  }
-
- private:
-  enum class Wait { ready, timeout, closed };
 
   uint32_t unpublished_failure(Wait w) {
     // Nothing of this message is visible to the receiver: only a closed
