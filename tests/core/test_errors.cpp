@@ -362,7 +362,10 @@ TEST_P(CollectiveMismatch, NamedErrorNeverWrongData) {
   constexpr unsigned kGuard = 64;
   constexpr int32_t kSentinel = -777;
   std::vector<std::string> outcome(c.P);
-  std::vector<bool> invalid_argument(c.P, false);
+  // One byte per rank: the rank threads write their own entries at the same
+  // time, and std::vector<bool> packs them into shared words (a data race
+  // that lost an entry once, in CI).
+  std::vector<char> invalid_argument(c.P, 0);
   std::vector<std::thread> threads;
   const auto t0 = Clock::now();
   for (unsigned r = 0; r < c.P; ++r) {
@@ -387,7 +390,7 @@ TEST_P(CollectiveMismatch, NamedErrorNeverWrongData) {
       } catch (const accl::Error& e) {
         outcome[r] = e.what();
         if (auto* de = dynamic_cast<const accl::DeviceError*>(&e)) {
-          invalid_argument[r] = (de->retcode() & accl::abi::kInvalidArgument) != 0;
+          invalid_argument[r] = (de->retcode() & accl::abi::kInvalidArgument) != 0 ? 1 : 0;
           if (invalid_argument[r]) {
             EXPECT_NE(outcome[r].find("different arguments"), std::string::npos) << outcome[r];
           }
