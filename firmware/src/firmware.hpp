@@ -100,7 +100,10 @@ Buf no_buf();
 Buf mem_buf(uint64_t addr, bool host, bool compressed, uint32_t elem_bytes);
 Buf stream_buf(bool compressed, uint32_t elem_bytes, uint32_t stream_id);
 Buf buf_at(const Buf& b, uint64_t elems);
-bool buf_overlap(const Buf& x, const Buf& y, uint64_t count);
+// Whether `count` elements at x and at y share a byte (streams and empty
+// ranges share none); the second form for ranges of different lengths.
+bool buf_overlap(const Buf& x, uint64_t x_count, const Buf& y, uint64_t y_count);
+inline bool buf_overlap(const Buf& x, const Buf& y, uint64_t count) { return buf_overlap(x, count, y, count); }
 
 // Advances one op as far as possible. True once it is done or failed
 // (op.error). Never blocks.

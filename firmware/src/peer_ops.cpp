@@ -529,10 +529,10 @@ Buf buf_at(const Buf& b, uint64_t elems) {
   return r;
 }
 
-bool buf_overlap(const Buf& x, const Buf& y, uint64_t count) {
-  if (x.stream || y.stream || x.none || y.none || x.host != y.host || count == 0) return false;
-  const uint64_t x_end = x.addr + count * x.elem_bytes;
-  const uint64_t y_end = y.addr + count * y.elem_bytes;
+bool buf_overlap(const Buf& x, uint64_t x_count, const Buf& y, uint64_t y_count) {
+  if (x.stream || y.stream || x.none || y.none || x.host != y.host || x_count == 0 || y_count == 0) return false;
+  const uint64_t x_end = x.addr + x_count * x.elem_bytes;
+  const uint64_t y_end = y.addr + y_count * y.elem_bytes;
   return x.addr < y_end && y.addr < x_end;
 }
 

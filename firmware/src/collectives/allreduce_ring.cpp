@@ -67,6 +67,4 @@ bool plan_allreduce_ring_direct(const CollArgs& args, uint32_t round, Round& out
   return plan_ring_reduce_scatter_and(true, args, round, out);
 }
 
-bool allreduce_ring_direct_fits(uint32_t P) { return 2 * (P - 1) <= kMaxOps; }
-
 }  // namespace accl::fw::impl

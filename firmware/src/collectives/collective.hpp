@@ -98,7 +98,6 @@ bool plan_reduce_chain(const CollArgs& args, uint32_t round, Round& out);
 bool plan_allreduce_ring(const CollArgs& args, uint32_t round, Round& out);
 // The ring's reduce-scatter, then a direct allgather of the chunks.
 bool plan_allreduce_ring_direct(const CollArgs& args, uint32_t round, Round& out);
-bool allreduce_ring_direct_fits(uint32_t P);
 bool plan_allreduce_reduce_bcast(const CollArgs& args, uint32_t round, Round& out);
 bool plan_allreduce_halving_doubling(const CollArgs& args, uint32_t round, Round& out);
 // Power-of-two P > 2 and a count of equal blocks (count % P == 0).

@@ -82,12 +82,7 @@ void Round::combine(const Buf& a, const Buf& b, const Buf& to, uint32_t count) {
 
 namespace {
 
-constexpr uint32_t kMaxRoundsPerStep = 64;
-
-bool ranges_overlap(const Buf& x, uint32_t x_count, const Buf& y, uint32_t y_count) {
-  if (x.stream || y.stream || x.none || y.none || x.host != y.host) return false;
-  return x.addr < y.addr + uint64_t{y_count} * y.elem_bytes && y.addr < x.addr + uint64_t{x_count} * x.elem_bytes;
-}
+constexpr uint32_t kMaxRoundsPerStep = 64;  // fairness: let other calls run between bursts
 
 // Sends of one round that carry the same bytes (the direct allgather and the
 // flat bcast send one buffer to every peer) get one key (fw::Move::
@@ -102,7 +97,7 @@ void mark_shared_sends(Fw& fw, CallSlot& call) {
     bool written = false;
     for (uint32_t j = 0; j < call.nops && !written; ++j) {
       const PeerOp& w = call.ops[j];
-      written = w.kind != OpKind::send && ranges_overlap(first.a, first.count, w.dst, w.count);
+      written = w.kind != OpKind::send && buf_overlap(first.a, first.count, w.dst, w.count);
     }
     if (written) continue;
     for (uint32_t j = i + 1; j < call.nops; ++j) {
@@ -114,7 +109,7 @@ void mark_shared_sends(Fw& fw, CallSlot& call) {
       twin.shared_payload = first.shared_payload;
     }
   }
-}  // fairness: let other calls run between bursts
+}
 
 // Calls the plan of `algorithm` (direct calls: no function-pointer tables,
 // which would need the GOT in position-independent builds).

@@ -22,6 +22,14 @@ constexpr uint32_t kDirectMaxRanks = 4;
 // stops earlier: with 1 MiB blocks it lost (498 against 443 us).
 constexpr uint64_t kAllgatherDirectMaxBytes = uint64_t{2} << 20;
 constexpr uint64_t kReduceScatterDirectMaxBytes = uint64_t{512} << 10;
+
+// The direct allgather takes blocks of `block_bytes` on P ranks (also the
+// allgather half of the allreduce, whose blocks are its chunks).
+static bool direct_allgather_pays(uint32_t P, uint64_t block_bytes, uint32_t max_eager_bytes) {
+  return P > 2 && P <= kDirectMaxRanks && block_bytes > max_eager_bytes && block_bytes <= kAllgatherDirectMaxBytes &&
+         allgather_direct_fits(P);
+}
+
 // Allreduce by recursive halving + doubling from this many ranks on. Below,
 // the ring moves fewer bytes: each of its reduce-scatter steps reduces on
 // landing, where halving-doubling's later steps land a partial and add it in
@@ -48,10 +56,7 @@ uint32_t select_algorithm(const SelectionInput& in, const CollArgs& args) {
       // Two ranks exchange once whatever the algorithm.
       // Otherwise, power-of-two P: recursive doubling (log2 P steps); else
       // the ring.
-      if (args.P > 2 && args.P <= kDirectMaxRanks && bytes > in.max_eager_bytes && bytes <= kAllgatherDirectMaxBytes &&
-          allgather_direct_fits(args.P)) {
-        return kAlgoAllgatherDirect;
-      }
+      if (direct_allgather_pays(args.P, bytes, in.max_eager_bytes)) return kAlgoAllgatherDirect;
       return is_power_of_two(args.P) ? kAlgoAllgatherDoubling : kAlgoAllgatherRing;
     case abi::kReduce:
       // Flat tree for small data, or few ranks and at most one spare buffer
@@ -78,12 +83,9 @@ uint32_t select_algorithm(const SelectionInput& in, const CollArgs& args) {
       if (args.count < args.P || (args.P > 2 && bytes <= in.max_eager_bytes)) return kAlgoAllreduceReduceBcast;
       if (args.P >= kHalvingDoublingMinRanks && allreduce_halving_doubling_fits(args.count, args.P))
         return kAlgoAllreduceHalvingDoubling;
-      {
-        const uint64_t chunk_bytes = (uint64_t{args.count} + args.P - 1) / args.P * args.spare[0].elem_bytes;
-        if (args.P > 2 && args.P <= kDirectMaxRanks && chunk_bytes > in.max_eager_bytes &&
-            chunk_bytes <= kAllgatherDirectMaxBytes && allreduce_ring_direct_fits(args.P))
-          return kAlgoAllreduceRingDirect;
-      }
+      if (direct_allgather_pays(args.P, (uint64_t{args.count} + args.P - 1) / args.P * args.spare[0].elem_bytes,
+                                in.max_eager_bytes))
+        return kAlgoAllreduceRingDirect;
       return kAlgoAllreduceRing;
     case abi::kReduceScatter:
       // Few ranks (3 or 4) and rendezvous-sized blocks up to the direct
