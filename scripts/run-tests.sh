@@ -55,12 +55,13 @@ sanitizer_targets=(
   core/tests/core-unit-buffers core/tests/core-unit-containers tests/firmware/firmware-unit tests/emu/test_emu tests/emu/test_emu_e2e
   tests/transport/test_transport_tcp tests/transport/test_transport_shm tests/transport/test_transport_shm-poll
   tests/transport/test_transport_shm-shared
+  tests/transport/test_transport_shm-direct
   tests/transport/test_transport_udp tests/core/core-async tests/core/core-primitives tests/core/core-errors
 )
 sanitizer_tests=(
   core-unit-encoding core-unit-configuration core-unit-calls core-unit-buffers core-unit-containers firmware-unit
   emu-memory emu-call-controller emu-arith emu-sink emu-inproc emu-mover emu-wakeup emu-end-to-end
-  transport-tcp transport-shm transport-shm-poll transport-shm-shared transport-udp core-async
+  transport-tcp transport-shm transport-shm-poll transport-shm-shared transport-shm-direct transport-udp core-async
 )
 asan_only_tests=(core-primitives core-errors)
 mpi_sanitizer_targets=(pmpi/libaccl_pmpi.so tests/pmpi/pmpi_test_colls_plain tests/pmpi/pmpi_test_p2p_plain

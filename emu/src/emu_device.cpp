@@ -61,6 +61,8 @@ EmuDevice::EmuDevice(const EmuOptions& options, const DeviceSettings& settings)
       drive_yield_(driving_yield_budget(settings, options.host_processes, std::thread::hardware_concurrency())) {
   // A peer that broke its link to us is likely unreachable the other way too.
   sink_.set_link_failure_hook([this](const NetAddress& peer) { links_.forget(peer); });
+  // Windows are offered for direct writes only where a transport makes them.
+  if (transports_.shm) sink_.set_direct_write_fence([this] { return transports_.shm->fence_direct_writes(); });
   if (!settings.start_firmware) return;
   // The firmware thread, before it sleeps, takes arrivals off the transports
   // itself like a driving host thread: a large message that streams in

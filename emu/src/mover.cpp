@@ -35,6 +35,11 @@ class MovePayload final : public PayloadWriter {
     mover_.produce_bytes(plan_, dst, offset, bytes);
     return 0;
   }
+  const std::byte* contiguous_source(size_t bytes) const override {
+    // Mover::produce's plain copy: one memmove of the first operand.
+    const bool plain = !plan_.has_op1 && plan_.c0 == Mover::Conv::none && plan_.es0 == plan_.esr;
+    return plain && plan_.src0 != nullptr && bytes == plan_.count * plan_.esr ? plan_.src0 : nullptr;
+  }
 
  private:
   Mover& mover_;

@@ -429,8 +429,20 @@ void ReceiveSink::close_window(const fw::Window& w) {
   };
   std::vector<std::shared_ptr<WriteLease>> revoke;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (std::erase_if(windows_, [&](const OpenWindow& o) { return same(o.w); }) > 0) return;
+    std::unique_lock<std::mutex> lock(mutex_);
+    bool offered = false;
+    const size_t erased = std::erase_if(windows_, [&](const OpenWindow& o) {
+      if (!same(o.w)) return false;
+      offered = offered || o.direct;
+      return true;
+    });
+    if (erased > 0) {
+      // Still open, so no data arrived; but a peer may be writing the
+      // payload into it directly right now.
+      lock.unlock();
+      if (offered) fence_direct_writes("close_window");
+      return;
+    }
     // Not open any more: its transfer has begun. If it has not ended, a
     // transport thread is still writing into it.
     for (const auto& [token, f] : in_flight_) {
@@ -453,10 +465,12 @@ size_t ReceiveSink::open_windows() const {
 
 void ReceiveSink::reset() {
   std::vector<std::shared_ptr<WriteLease>> revoke;
+  bool offered = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto& [token, f] : in_flight_)
       if (f->lease) revoke.push_back(f->lease);
+    for (const auto& o : windows_) offered = offered || o.direct;
     arrivals_.for_each([&](const fw::Arrival& a) { release_locked(a.token); });
     arrivals_.clear();
     arrival_count_.store(0, std::memory_order_release);
@@ -469,7 +483,32 @@ void ReceiveSink::reset() {
     if (generation_ == 0) generation_ = 1;
   }
   revoke_all(revoke, "reset");
+  if (offered) fence_direct_writes("reset");
   streams_.clear();
+}
+
+std::byte* ReceiveSink::direct_window(const NetAddress& peer, const abi::WireHeader& grant, size_t& bytes) {
+  if (!direct_write_fence_) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& o : windows_) {
+    if (o.w.peer_ip != peer.ip || o.w.peer_port != peer.port || o.w.ctx != grant.ctx || o.w.rid != grant.rid ||
+        o.w.addr != grant.vaddr || o.w.host != (grant.host != 0))
+      continue;
+    // A window that reduces on landing reads the payload once while it
+    // reduces; written raw first, it would be read twice.
+    if (o.w.reduce || o.w.bytes == 0) return nullptr;
+    o.direct = true;
+    bytes = o.w.bytes;
+    return o.ptr;
+  }
+  return nullptr;
+}
+
+void ReceiveSink::fence_direct_writes(const char* why) {
+  if (direct_write_fence_ && !direct_write_fence_())
+    ACCL_LOG_ERROR("emulated CCLO: {}: a peer was still writing into a rendezvous window directly after the fence's "
+                   "bound",
+                   why);
 }
 
 }  // namespace accl::emu

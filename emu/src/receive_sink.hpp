@@ -103,6 +103,12 @@ class ReceiveSink final : public Sink {
   // Called (outside the sink's lock) when a link from `peer` fails, so the
   // sending side can drop its cached link too.
   void set_link_failure_hook(std::function<void(const NetAddress&)> hook) { on_link_failure_ = std::move(hook); }
+  // Direct writes (see Sink::direct_window): `fence` is called, outside the
+  // sink's lock, before a window offered for them is taken back without its
+  // data (close_window of a still open window, reset); the window's memory
+  // is the user's again once it returned. Unset: no window is offered.
+  std::byte* direct_window(const NetAddress& peer, const abi::WireHeader& grant, size_t& bytes) override;
+  void set_direct_write_fence(std::function<bool()> fence) { direct_write_fence_ = std::move(fence); }
 
  private:
   enum TicketKind : uint32_t {
@@ -128,6 +134,7 @@ class ReceiveSink final : public Sink {
     fw::Window w;
     std::byte* ptr;
     LandingReduce landing;  // when w.reduce
+    bool direct = false;    // offered for direct writes (direct_window)
   };
   using InFlightMap = std::unordered_map<uint64_t, std::unique_ptr<InFlight>>;
 
@@ -144,6 +151,9 @@ class ReceiveSink final : public Sink {
   // Revokes the leases (outside mutex_) and waits, bounded, until no piece is
   // being written into their windows.
   static void revoke_all(const std::vector<std::shared_ptr<WriteLease>>& leases, const char* why);
+  // Runs the direct-write fence (outside mutex_) after an offered window was
+  // taken back.
+  void fence_direct_writes(const char* why);
 
   ExchangeMemory& xmem_;
   DeviceMemory& memory_;
@@ -151,6 +161,7 @@ class ReceiveSink final : public Sink {
   Wakeup& doorbell_;
   const std::chrono::nanoseconds stream_timeout_;
   std::function<void(const NetAddress&)> on_link_failure_;
+  std::function<bool()> direct_write_fence_;
   std::atomic<DeliveryDriver*> delivery_driver_{nullptr};
 
   mutable std::mutex mutex_;

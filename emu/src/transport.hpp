@@ -203,6 +203,17 @@ class Sink {
   // one for it (the emulated CCLO runs its firmware passes).
   virtual void reader_delivers() {}
   virtual void reader_delivered() {}
+  // Direct writes (the shared-memory transport's kernel-assisted single
+  // copy): `grant` is a rendezvous grant (kMsgRendezvousAddr) this CCLO is
+  // about to send to `peer`. Returns the memory of the open window it grants
+  // (its size in `bytes`) if the peer's transport may write the payload there
+  // itself, before the data message's header arrives; nullptr if not (no
+  // such window, or one that reduces on landing). From then on, taking that
+  // window back before its data arrived first calls the direct-write fence
+  // (Transport::fence_direct_writes), so nothing lands after a failed receive.
+  virtual std::byte* direct_window(const NetAddress& /*peer*/, const abi::WireHeader& /*grant*/, size_t& /*bytes*/) {
+    return nullptr;
+  }
 };
 
 // Produces the payload of one outgoing message in pieces.
@@ -213,6 +224,10 @@ class PayloadWriter {
   // it with increasing offsets; offset and bytes are multiples of 64 except
   // for the final piece. Returns error bits (0 = ok).
   virtual uint32_t write(std::byte* dst, size_t offset, size_t bytes) = 0;
+  // The payload, if it is a plain copy of `bytes` contiguous bytes of this
+  // process's memory (no arithmetic, no conversion); nullptr otherwise.
+  // Transports that move bytes without a local copy (direct writes) need it.
+  virtual const std::byte* contiguous_source(size_t /*bytes*/) const { return nullptr; }
 };
 
 constexpr size_t kLandingPieceBytes = size_t{64} << 10;
@@ -282,6 +297,12 @@ class Transport {
   // The polling host thread is about to block: transport threads must take
   // over delivery now rather than when they notice the polls stopped.
   virtual void end_polling() {}
+  // The sink takes back a window it offered for direct writes
+  // (Sink::direct_window) before its data arrived: returns once no peer
+  // writes into any window of this CCLO any more and none will (direct
+  // grants issued so far are void; their transfers go the normal way).
+  // Bounded; false if a writer was still busy at the bound.
+  virtual bool fence_direct_writes() { return true; }
 };
 
 struct TransportOptions {

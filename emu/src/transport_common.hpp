@@ -83,6 +83,11 @@ struct ShmTuning {
   // transport_shm.cpp); payloads of up to half of it use it. Pages are
   // touched only when used. 0: no outbox.
   size_t outbox_bytes = size_t{4} << 20;
+  // Smallest rendezvous payload for one peer that the sender writes straight
+  // into the receiver's window with process_vm_writev (see DirectGate in
+  // transport_shm.cpp): one copy instead of two. 0: never. Both sides must
+  // allow it. (ACCL_EMU_SHM_DIRECT_BYTES sets it for make_shm_transport.)
+  size_t direct_min_bytes = 0;
 };
 
 struct UdpTuning {

@@ -26,6 +26,7 @@
 // sleeps on a shared futex word with a bounded timeout. Host threads that wait for a call may consume messages
 // themselves, also ones still streaming in (Transport::poll; see InboundRing and PollActivity below).
 // A payload that several sends repeat goes through the sender's outbox instead of every ring (see Outbox).
+// A rendezvous payload for one peer is written by the sender straight into the receiver's window (see DirectGate).
 #include "transport_common.hpp"
 
 #include <accl/spin.hpp>
@@ -37,6 +38,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 
 #include <array>
@@ -446,6 +448,212 @@ class Outbox {
   uint64_t head_ = 0;  // where the next slot starts
 };
 
+// ---- direct writes: the kernel-assisted single copy -----------------------
+//
+// A rendezvous payload for one peer would be copied twice through a ring
+// (sender into it, receiver out of it). Instead, the receiver offers its
+// window with the grant and the sender writes the payload there itself with
+// process_vm_writev (cross-memory attach, as Open MPI's vader BTL does with
+// CMA): one copy, made by the sender, which never waits for a receiver that
+// has no core.
+//   1. The receiving link frames a grant (kMsgRendezvousAddr) whose window
+//      the sink offers (Sink::direct_window) with a DirectGrantDescriptor:
+//      the window's address in the receiving process, its size, and the
+//      epoch of the receiving transport's gate, read before the sink looked.
+//   2. The sender's reader records it (DirectGrants) before the firmware
+//      hears of the grant.
+//   3. The sender's data message for exactly that window (same ctx, rid,
+//      address, size) is written into it in pieces, each under the gate, and
+//      the ring carries only the header and a DirectDataDescriptor.
+// The gate is one word in a page (a memfd the receiving transport passes to
+// every peer with ShmHello): epoch << kGateEpochShift | writers in progress.
+// A writer enters only while the epoch is that of its grant. When the sink
+// takes an offered window back before its data arrived (a failed receive, a
+// reset), fence() bumps the epoch and waits until no writer is in: no grant
+// issued so far lets anybody write any more, and those transfers go through
+// the ring like before (and are dropped like any late data). A fence is
+// rare, so one gate per transport is enough.
+
+constexpr uint32_t kGrantMagic = 0x544E5247;   // "GRNT"
+constexpr uint32_t kDirectMagic = 0x54434944;  // "DICT"
+constexpr unsigned kGateEpochShift = 20;
+constexpr uint64_t kGateWriters = (uint64_t{1} << kGateEpochShift) - 1;
+
+struct DirectGrantDescriptor {
+  uint32_t magic;
+  uint32_t reserved;
+  uint64_t epoch;    // of the receiver's gate when the window was offered
+  uint64_t address;  // the window in the receiving process
+  uint64_t bytes;    // its size: the data message must carry exactly this
+  uint8_t pad[32];
+};
+static_assert(sizeof(DirectGrantDescriptor) == 64, "one ring slot");
+
+struct DirectDataDescriptor {
+  uint32_t magic;
+  uint32_t reserved;
+  uint64_t address;  // where the payload was written (the granted window)
+  uint8_t pad[48];
+};
+static_assert(sizeof(DirectDataDescriptor) == 64, "one ring slot");
+
+class DirectGate {
+ public:
+  static constexpr size_t kBytes = kPageBytes;
+
+  // Ours: nullptr when the memfd cannot be made (no window is then offered).
+  static std::shared_ptr<DirectGate> create() {
+    UniqueFd fd(static_cast<int>(::syscall(SYS_memfd_create, "accl-shm-gate", MFD_CLOEXEC)));
+    if (!fd || ::ftruncate(fd.get(), static_cast<off_t>(kBytes)) != 0) return nullptr;
+    void* base = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (base == MAP_FAILED) return nullptr;
+    new (base) std::atomic<uint64_t>(uint64_t{1} << kGateEpochShift);
+    return std::make_shared<DirectGate>(std::move(fd), base);
+  }
+  // A peer's, passed with its hello.
+  static std::shared_ptr<DirectGate> map(int fd, std::string& error) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != kBytes || st.st_uid != ::geteuid()) {
+      error = "gate size or owner does not match";
+      return nullptr;
+    }
+    void* base = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+      error = std::string("mmap gate: ") + std::strerror(errno);
+      return nullptr;
+    }
+    return std::make_shared<DirectGate>(UniqueFd(), base);
+  }
+
+  DirectGate(UniqueFd fd, void* base) : fd_(std::move(fd)), base_(base), word_(*static_cast<std::atomic<uint64_t>*>(base)) {}
+  ~DirectGate() { ::munmap(base_, kBytes); }
+  DirectGate(const DirectGate&) = delete;
+  DirectGate& operator=(const DirectGate&) = delete;
+
+  int fd() const { return fd_.get(); }
+  uint64_t epoch() const { return word_.load(std::memory_order_acquire) >> kGateEpochShift; }
+
+  // Writer side: true if the grant of `epoch` still holds; then end() after
+  // the piece.
+  bool begin(uint64_t epoch) {
+    uint64_t cur = word_.load(std::memory_order_acquire);
+    do {
+      if ((cur >> kGateEpochShift) != epoch || (cur & kGateWriters) == kGateWriters) return false;
+    } while (!word_.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel, std::memory_order_acquire));
+    return true;
+  }
+  void end() { word_.fetch_sub(1, std::memory_order_acq_rel); }
+
+  // Receiver side: voids every grant issued so far and waits, until
+  // `deadline`, for the writers still in. A piece is one bounded
+  // process_vm_writev, so this normally takes microseconds.
+  bool fence(Clock::time_point deadline) {
+    word_.fetch_add(uint64_t{1} << kGateEpochShift, std::memory_order_acq_rel);
+    for (int spins = 0;; ++spins) {
+      if ((word_.load(std::memory_order_acquire) & kGateWriters) == 0) return true;
+      if (Clock::now() >= deadline) return false;
+      if (spins < 64) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+ private:
+  UniqueFd fd_;  // ours only (passed to peers)
+  void* base_;
+  std::atomic<uint64_t>& word_;
+};
+
+// Grants that peers offered this process's sends (recorded by the reader of
+// the ring they came on, taken by the link that sends the data). A fixed
+// table: recording allocates nothing; when full, the oldest grant is
+// forgotten (its transfer then goes through the ring).
+class DirectGrants {
+ public:
+  struct Grant {
+    NetAddress peer;  // the receiver (its listening address)
+    pid_t pid = 0;
+    uint32_t ctx = 0, rid = 0;
+    uint64_t vaddr = 0;
+    uint8_t host = 0;
+    uint64_t address = 0, bytes = 0, epoch = 0;
+    std::shared_ptr<DirectGate> gate;  // null: free entry
+    uint64_t stamp = 0;
+  };
+
+  void record(Grant g) {
+    std::lock_guard lock(mutex_);
+    Grant* slot = &grants_[0];
+    for (Grant& e : grants_) {
+      if (!e.gate) {
+        slot = &e;
+        break;
+      }
+      if (e.stamp < slot->stamp) slot = &e;
+    }
+    g.stamp = ++stamp_;
+    *slot = std::move(g);
+  }
+
+  // The grant for data message `h` to `peer`, removed from the table.
+  std::optional<Grant> take(const NetAddress& peer, const abi::WireHeader& h) {
+    std::lock_guard lock(mutex_);
+    for (Grant& e : grants_) {
+      if (e.gate && e.peer == peer && e.ctx == h.ctx && e.rid == h.rid && e.vaddr == h.vaddr && e.host == h.host) {
+        std::optional<Grant> g(std::move(e));
+        e = Grant{};
+        if (g->bytes != h.count) return std::nullopt;  // not the whole window: the sink decides
+        return g;
+      }
+    }
+    return std::nullopt;
+  }
+
+  void clear() {
+    std::lock_guard lock(mutex_);
+    for (Grant& e : grants_) e = Grant{};
+  }
+
+ private:
+  std::mutex mutex_;
+  std::array<Grant, 64> grants_{};
+  uint64_t stamp_ = 0;
+};
+
+// What links and readers of one transport share for direct writes.
+struct DirectWrites {
+  size_t min_bytes = 0;                   // smallest payload written directly; 0: off
+  std::shared_ptr<DirectGate> own_gate;   // null: we offer no windows
+  Sink* sink = nullptr;                   // set by start()
+  DirectGrants grants;
+  std::atomic<bool> kernel_refuses{false};  // process_vm_writev is not allowed here
+
+  // Writes `bytes` from `src` into the granted window, piece by piece under
+  // the receiver's gate. false: the grant was voided or the kernel refused
+  // (nothing is wrong with the window then; the caller sends through the
+  // ring).
+  bool write(const DirectGrants::Grant& g, const std::byte* src, size_t bytes) {
+    for (size_t done = 0; done < bytes;) {
+      const size_t n = std::min(bytes - done, WriteLease::kMaxPieceBytes);
+      if (!g.gate->begin(g.epoch)) return false;
+      iovec local{const_cast<std::byte*>(src + done), n};
+      iovec remote{reinterpret_cast<void*>(g.address + done), n};
+      const ssize_t wrote = ::process_vm_writev(g.pid, &local, 1, &remote, 1, 0);
+      const int err = errno;
+      g.gate->end();
+      if (wrote != static_cast<ssize_t>(n)) {
+        if (wrote < 0 && (err == EPERM || err == ENOSYS || err == EACCES) && !kernel_refuses.exchange(true))
+          ACCL_LOG_INFO("shm: process_vm_writev is not allowed ({}); payloads go through the rings",
+                        std::strerror(err));
+        else if (wrote < 0 && err != ESRCH)
+          ACCL_LOG_WARN("shm: direct write of {} bytes to pid {} failed: {}", n, g.pid, std::strerror(err));
+        return false;
+      }
+      done += n;
+    }
+    return true;
+  }
+};
+
 // ---- control socket -------------------------------------------------------
 
 struct ShmHello {
@@ -455,26 +663,34 @@ struct ShmHello {
   uint32_t reserved = 0;
   char shm_name[96] = {};
   // Bytes of the sender's outbox, whose memfd comes with this message
-  // (SCM_RIGHTS); 0: none.
+  // (SCM_RIGHTS, first); 0: none.
   uint64_t outbox_bytes = 0;
+  // Bytes of the sender's direct-write gate (DirectGate::kBytes), whose
+  // memfd comes next; 0: none (the sender offers no windows).
+  uint64_t gate_bytes = 0;
 };
 
-// Sends the hello as one record, with `pass_fd` attached unless it is -1.
-IoStatus send_hello(int fd, const ShmHello& hello, int pass_fd, Clock::time_point deadline,
+// Sends the hello as one record, with the descriptors in `pass_fds` (up to
+// two; -1 entries are skipped) attached.
+IoStatus send_hello(int fd, const ShmHello& hello, std::array<int, 2> pass_fds, Clock::time_point deadline,
                     const std::atomic<bool>* cancel) {
   iovec iov{const_cast<ShmHello*>(&hello), sizeof hello};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  if (pass_fd >= 0) {
+  int fds[2];
+  size_t count = 0;
+  for (int f : pass_fds)
+    if (f >= 0) fds[count++] = f;
+  if (count > 0) {
     msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
+    msg.msg_controllen = CMSG_SPACE(count * sizeof(int));
     cmsghdr* c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    c->cmsg_len = CMSG_LEN(count * sizeof(int));
+    std::memcpy(CMSG_DATA(c), fds, count * sizeof(int));
   }
   for (;;) {
     const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
@@ -489,12 +705,12 @@ IoStatus send_hello(int fd, const ShmHello& hello, int pass_fd, Clock::time_poin
   }
 }
 
-// Receives one hello record and the descriptor that may come with it
-// (`passed`: invalid if none). Returns the record's length (MSG_TRUNC: its
-// real size), or -1 with errno.
-ssize_t receive_hello(int fd, ShmHello& hello, UniqueFd& passed) {
+// Receives one hello record and the descriptors that may come with it
+// (`passed`, in order; the rest stay invalid). Returns the record's length
+// (MSG_TRUNC: its real size), or -1 with errno.
+ssize_t receive_hello(int fd, ShmHello& hello, std::array<UniqueFd, 2>& passed) {
   iovec iov{&hello, sizeof hello};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) char control[CMSG_SPACE(2 * sizeof(int))] = {};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -502,13 +718,14 @@ ssize_t receive_hello(int fd, ShmHello& hello, UniqueFd& passed) {
   msg.msg_controllen = sizeof control;
   const ssize_t n = ::recvmsg(fd, &msg, MSG_TRUNC | MSG_CMSG_CLOEXEC);
   if (n < 0) return n;
+  size_t taken = 0;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     const size_t fds = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
     for (size_t i = 0; i < fds; ++i) {
       int got = -1;
       std::memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      if (i == 0 && !passed) passed.reset(got);
+      if (taken < passed.size()) passed[taken++].reset(got);
       else ::close(got);  // more than the protocol sends
     }
   }
@@ -554,9 +771,11 @@ class ShmLink final : public Link {
  public:
   // `outbox`: ours, if the receiver mapped it (null: no shared payloads).
   ShmLink(std::shared_ptr<Mapping> mapping, UniqueFd control_fd, NetAddress peer, const ShmTuning& tuning,
-          std::chrono::microseconds spin, InboundProgress& inbound, std::shared_ptr<Outbox> outbox)
+          std::chrono::microseconds spin, InboundProgress& inbound, std::shared_ptr<Outbox> outbox,
+          DirectWrites& direct)
       : inbound_(inbound),
         outbox_(std::move(outbox)),
+        direct_(direct),
         mapping_(std::move(mapping)),
         ctl_(mapping_->control()),
         data_(mapping_->data()),
@@ -572,6 +791,12 @@ class ShmLink final : public Link {
     std::unique_lock lock(send_mutex_, std::defer_lock);
     if (!lock.try_lock_until(deadline)) return abi::kLinkError;
     if (uint32_t err = check_usable()) return err;
+    if (direct_.min_bytes != 0 && header.strm == 0 && (header.flags & abi::kHdrTransportFrame) == 0) {
+      if (header.msg_type == abi::kMsgRendezvousAddr) return send_grant_locked(header, payload, deadline);
+      if (header.msg_type == abi::kMsgRendezvousData) {
+        if (auto done = send_direct_locked(header, payload, deadline)) return *done;
+      }
+    }
     return send_locked(header, payload, deadline);
   }
 
@@ -586,22 +811,17 @@ class ShmLink final : public Link {
     if (!lock.try_lock_until(deadline)) return abi::kLinkError;
     if (uint32_t err = check_usable()) return err;
     const uint64_t pos = head_;
-    const Wait w = wait_space(pos, sizeof(abi::WireHeader) + sizeof(SharedDescriptor), deadline);
+    const Wait w = wait_space(pos, kFrameBytes, deadline);
     if (w != Wait::ready) return unpublished_failure(w);
-    const uint64_t end = pos + sizeof(abi::WireHeader) + sizeof(SharedDescriptor);
     uint32_t err = 0;
-    const auto offset = outbox_->acquire(shared_key, header.count, payload, Outbox::Reader{mapping_, end}, err);
+    const auto offset =
+        outbox_->acquire(shared_key, header.count, payload, Outbox::Reader{mapping_, pos + kFrameBytes}, err);
     if (!offset) return err != 0 ? err : send_locked(header, payload, deadline);
-    abi::WireHeader framed = header;
-    framed.flags |= abi::kHdrTransportFrame;
     SharedDescriptor d{};
     d.magic = kSharedMagic;
     d.offset = *offset;
     d.key = shared_key;
-    // Both are whole 64-byte slots of the ring (positions are multiples of 64).
-    std::memcpy(data_ + pos % ring_bytes_, &framed, sizeof framed);
-    std::memcpy(data_ + (pos + sizeof framed) % ring_bytes_, &d, sizeof d);
-    publish(end);
+    publish_frame(pos, header, &d);
     return 0;
   }
 
@@ -664,6 +884,61 @@ class ShmLink final : public Link {
       publish(pos);
       published = true;
     }
+    return 0;
+  }
+
+  // A frame: the header, marked as one, and a 64-byte descriptor, both
+  // whole slots of the ring (positions are multiples of 64).
+  static constexpr size_t kFrameBytes = sizeof(abi::WireHeader) + 64;
+  void publish_frame(uint64_t pos, const abi::WireHeader& header, const void* descriptor) {
+    abi::WireHeader framed = header;
+    framed.flags |= abi::kHdrTransportFrame;
+    std::memcpy(data_ + pos % ring_bytes_, &framed, sizeof framed);
+    std::memcpy(data_ + (pos + sizeof framed) % ring_bytes_, descriptor, 64);
+    publish(pos + kFrameBytes);
+  }
+
+  // A grant: offers its window for direct writes if the sink allows (see
+  // DirectGate).
+  uint32_t send_grant_locked(const abi::WireHeader& header, PayloadWriter& payload, Clock::time_point deadline) {
+    if (!direct_.own_gate || direct_.sink == nullptr || header.count != 0 || header.msg_bytes < direct_.min_bytes)
+      return send_locked(header, payload, deadline);
+    // The epoch is read before the sink looks: a fence after this read voids
+    // the grant, and one before it closed the window, so the sink refuses.
+    const uint64_t epoch = direct_.own_gate->epoch();
+    size_t bytes = 0;
+    std::byte* window = direct_.sink->direct_window(peer_, header, bytes);
+    if (window == nullptr) return send_locked(header, payload, deadline);
+    const uint64_t pos = head_;
+    const Wait w = wait_space(pos, kFrameBytes, deadline);
+    if (w != Wait::ready) return unpublished_failure(w);
+    DirectGrantDescriptor d{};
+    d.magic = kGrantMagic;
+    d.epoch = epoch;
+    d.address = reinterpret_cast<uintptr_t>(window);
+    d.bytes = bytes;
+    publish_frame(pos, header, &d);
+    return 0;
+  }
+
+  // Rendezvous data for a window the receiver granted for direct writes: the
+  // payload goes straight into it, the ring carries the header. nullopt: no
+  // such grant, a payload that is not a plain copy, or the write was refused
+  // (the caller sends through the ring).
+  std::optional<uint32_t> send_direct_locked(const abi::WireHeader& header, PayloadWriter& payload,
+                                             Clock::time_point deadline) {
+    if (header.count < direct_.min_bytes || direct_.kernel_refuses.load(std::memory_order_relaxed)) return std::nullopt;
+    const std::byte* src = payload.contiguous_source(header.count);
+    if (src == nullptr) return std::nullopt;
+    const auto grant = direct_.grants.take(peer_, header);
+    if (!grant || !direct_.write(*grant, src, header.count)) return std::nullopt;
+    const uint64_t pos = head_;
+    const Wait w = wait_space(pos, kFrameBytes, deadline);
+    if (w != Wait::ready) return unpublished_failure(w);
+    DirectDataDescriptor d{};
+    d.magic = kDirectMagic;
+    d.address = grant->address;
+    publish_frame(pos, header, &d);
     return 0;
   }
 
@@ -743,6 +1018,7 @@ class ShmLink final : public Link {
   TimedMutex send_mutex_;
   InboundProgress& inbound_;
   const std::shared_ptr<Outbox> outbox_;
+  DirectWrites& direct_;
   const std::shared_ptr<Mapping> mapping_;
   RingControl& ctl_;
   std::byte* const data_;
@@ -829,12 +1105,21 @@ class PollActivity {
 // reader's.
 class InboundRing {
  public:
+  // Where the grants this ring brings for direct writes go (none if the
+  // sender has no gate or we write no payload directly).
+  struct PeerDirect {
+    DirectGrants* grants = nullptr;
+    std::shared_ptr<DirectGate> gate;  // the sender's
+    pid_t pid = 0;                     // the sender's process
+  };
+
   // `outbox`: the sender's (null if it has none).
   InboundRing(std::shared_ptr<Mapping> mapping, UniqueFd control, NetAddress from, Sink& sink,
               std::chrono::microseconds spin, size_t max_piece, const PollActivity& polls,
-              std::shared_ptr<PeerOutbox> outbox)
+              std::shared_ptr<PeerOutbox> outbox, PeerDirect direct)
       : control_fd(std::move(control)),
         outbox_(std::move(outbox)),
+        direct_(std::move(direct)),
         mapping_(std::move(mapping)),
         ctl_(mapping_->control()),
         data_(mapping_->data()),
@@ -926,6 +1211,7 @@ class InboundRing {
 
  private:
   const std::shared_ptr<PeerOutbox> outbox_;
+  const PeerDirect direct_;
   enum class Wait { ready, stopped, closed, aborted };
   // Bounds the time one poll() spends in one ring.
   static constexpr int kMaxPollMessages = 16;
@@ -948,11 +1234,57 @@ class InboundRing {
     std::memcpy(&current_.header, data_ + tail % ring_bytes_, sizeof current_.header);
     tail += sizeof current_.header;
     if ((current_.header.flags & abi::kHdrTransportFrame) != 0) {
-      take_shared(tail);
+      take_frame(tail);
       return;
     }
     release(tail);
     current_.dst = sink_.begin_message(from_, current_.header, current_.ticket);
+  }
+
+  // A frame: the header is followed by a descriptor (published together)
+  // that says where the payload is, or, for a grant, what it offers.
+  void take_frame(uint64_t& tail) {
+    current_.header.flags &= ~uint32_t{abi::kHdrTransportFrame};
+    uint32_t magic = 0;
+    std::memcpy(&magic, data_ + tail % ring_bytes_, sizeof magic);
+    if (magic == kSharedMagic) {
+      take_shared(tail);
+      return;
+    }
+    if (magic == kGrantMagic) {
+      DirectGrantDescriptor d{};
+      std::memcpy(&d, data_ + tail % ring_bytes_, sizeof d);
+      const abi::WireHeader& h = current_.header;
+      // Recorded before the firmware hears of the grant, so its data finds it.
+      if (direct_.grants != nullptr && h.count == 0)
+        direct_.grants->record({from_, direct_.pid, h.ctx, h.rid, h.vaddr, h.host, d.address, d.bytes, d.epoch,
+                                direct_.gate, 0});
+    } else if (magic == kDirectMagic) {
+      // The payload is in the window already: nothing to copy.
+      DirectDataDescriptor d{};
+      std::memcpy(&d, data_ + tail % ring_bytes_, sizeof d);
+      tail += sizeof d;
+      release(tail);
+      current_.dst = sink_.begin_message(from_, current_.header, current_.ticket);
+      if (current_.dst != nullptr && reinterpret_cast<uintptr_t>(current_.dst) != d.address) {
+        ACCL_LOG_ERROR("shm: link from {} wrote a payload of {} bytes directly at 0x{:x}, but its window is at {}",
+                       format_address(from_), current_.header.count, d.address, static_cast<void*>(current_.dst));
+        current_.status = abi::kLinkError;
+      }
+      current_.got = current_.header.count;
+      return;
+    } else {
+      ACCL_LOG_ERROR("shm: link from {} sent a frame of unknown kind 0x{:x}", format_address(from_), magic);
+      current_.status = abi::kLinkError;
+    }
+    // A grant (or an unknown frame): the header alone is the message.
+    tail += 64;
+    release(tail);
+    current_.dst = sink_.begin_message(from_, current_.header, current_.ticket);
+    if (current_.header.count != 0) {
+      current_.got = current_.header.count;  // a grant has no payload; anything else is malformed
+      current_.status = abi::kLinkError;
+    }
   }
 
   // The payload of the current message is in the sender's outbox, named by
@@ -962,7 +1294,6 @@ class InboundRing {
   void take_shared(uint64_t& tail) {
     SharedDescriptor d{};
     std::memcpy(&d, data_ + tail % ring_bytes_, sizeof d);
-    current_.header.flags &= ~uint32_t{abi::kHdrTransportFrame};
     current_.dst = sink_.begin_message(from_, current_.header, current_.ticket);
     const size_t count = current_.header.count;
     const std::byte* src = outbox_ ? outbox_->payload(d, count) : nullptr;
@@ -1244,6 +1575,12 @@ class ShmTransport final : public Transport, private InboundProgress {
       outbox_ = Outbox::create(std::min(tuning_.outbox_bytes, kMaxRingBytes));
       if (!outbox_) ACCL_LOG_INFO("shm: no outbox ({}); every payload goes through the rings", std::strerror(errno));
     }
+    direct_.min_bytes = tuning_.direct_min_bytes;
+    if (direct_.min_bytes != 0) {
+      direct_.own_gate = DirectGate::create();
+      if (!direct_.own_gate)
+        ACCL_LOG_INFO("shm: no direct-write gate ({}); peers copy payloads through the rings", std::strerror(errno));
+    }
   }
 
   ~ShmTransport() override { stop(); }
@@ -1256,6 +1593,7 @@ class ShmTransport final : public Transport, private InboundProgress {
     if (started_ || stopped_) throw std::logic_error("shm transport: start() called twice or after stop()");
     started_ = true;
     sink_ = &sink;
+    direct_.sink = &sink;
     control_thread_ = std::thread([this] { control_loop(); });
   }
 
@@ -1300,7 +1638,13 @@ class ShmTransport final : public Transport, private InboundProgress {
     std::lock_guard lock(state_mutex_);
     peers_.close_all();
     if (outbox_) outbox_->clear();
+    direct_.grants.clear();
     port_reservation_.reset();
+  }
+
+  bool fence_direct_writes() override {
+    constexpr auto kMaxWait = std::chrono::seconds(2);
+    return !direct_.own_gate || direct_.own_gate->fence(Clock::now() + kMaxWait);
   }
 
  private:
@@ -1356,8 +1700,11 @@ class ShmTransport final : public Transport, private InboundProgress {
     hello.sender_pid = static_cast<uint32_t>(::getpid());
     std::memcpy(hello.shm_name, name.c_str(), std::min(name.size() + 1, sizeof hello.shm_name));
     hello.outbox_bytes = outbox_ ? outbox_->bytes() : 0;
+    hello.gate_bytes = direct_.own_gate ? DirectGate::kBytes : 0;
     HelloReply reply;
-    IoStatus io = send_hello(fd.get(), hello, outbox_ ? outbox_->fd() : -1, deadline, &stopping_);
+    IoStatus io = send_hello(fd.get(), hello,
+                             {outbox_ ? outbox_->fd() : -1, direct_.own_gate ? direct_.own_gate->fd() : -1},
+                             deadline, &stopping_);
     if (io == IoStatus::ok) io = read_exact(fd.get(), &reply, sizeof reply, deadline, &stopping_, true);
     // Mapped on both sides (or given up): the name is no longer needed.
     ::shm_unlink(name.c_str());
@@ -1373,7 +1720,7 @@ class ShmTransport final : public Transport, private InboundProgress {
     }
     ACCL_LOG_DEBUG("shm: connected {} -> {} ({})", format_address(local_), format_address(peer), name);
     return std::make_shared<ShmLink>(std::move(mapping), std::move(fd), peer, tuning_, spin_,
-                                     static_cast<InboundProgress&>(*this), outbox_);
+                                     static_cast<InboundProgress&>(*this), outbox_, direct_);
   }
 
   static std::string to_hex_ip(uint32_t ip) {
@@ -1446,8 +1793,8 @@ class ShmTransport final : public Transport, private InboundProgress {
   void handle_hello(std::map<int, Pending>::iterator it) {
     const int fd = it->first;
     ShmHello hello;
-    UniqueFd passed_outbox;
-    ssize_t n = receive_hello(fd, hello, passed_outbox);
+    std::array<UniqueFd, 2> passed;
+    ssize_t n = receive_hello(fd, hello, passed);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
     UniqueFd conn = std::move(it->second.fd);
     pending_.erase(it);
@@ -1468,16 +1815,26 @@ class ShmTransport final : public Transport, private InboundProgress {
                hello.ring_bytes > kMaxRingBytes || hello.ring_bytes % kPageBytes != 0) {
       reply.status = kHelloMalformed;
       why = "bad segment name or size";
-    } else if (hello.outbox_bytes > kMaxRingBytes || (hello.outbox_bytes != 0) != static_cast<bool>(passed_outbox)) {
+    }
+    // The descriptors come in order: the outbox's, then the gate's.
+    const int outbox_fd = hello.outbox_bytes != 0 ? passed[0].get() : -1;
+    const int gate_fd = hello.gate_bytes != 0 ? passed[hello.outbox_bytes != 0 ? 1 : 0].get() : -1;
+    const size_t fds_expected = (hello.outbox_bytes != 0 ? 1 : 0) + (hello.gate_bytes != 0 ? 1 : 0);
+    const size_t fds_passed = (passed[0] ? 1 : 0) + (passed[1] ? 1 : 0);
+    if (reply.status == kHelloAccepted &&
+        (hello.outbox_bytes > kMaxRingBytes || (hello.gate_bytes != 0 && hello.gate_bytes != DirectGate::kBytes) ||
+         fds_passed != fds_expected)) {
       reply.status = kHelloMalformed;
-      why = "bad outbox";
+      why = "bad outbox or gate";
     }
     std::shared_ptr<Mapping> mapping;
     std::shared_ptr<PeerOutbox> outbox;
+    std::shared_ptr<DirectGate> gate;
     if (reply.status == kHelloAccepted) {
       mapping = Mapping::open(hello.shm_name, hello.ring_bytes, why);
-      if (mapping && hello.outbox_bytes != 0) outbox = PeerOutbox::map(passed_outbox.get(), hello.outbox_bytes, why);
-      if (!mapping || (hello.outbox_bytes != 0 && !outbox)) reply.status = kHelloRefused;
+      if (mapping && outbox_fd >= 0) outbox = PeerOutbox::map(outbox_fd, hello.outbox_bytes, why);
+      if (mapping && gate_fd >= 0) gate = DirectGate::map(gate_fd, why);
+      if (!mapping || (outbox_fd >= 0 && !outbox) || (gate_fd >= 0 && !gate)) reply.status = kHelloRefused;
     }
     if (reply.status != kHelloAccepted) {
       ACCL_LOG_WARN("shm: refusing connection from pid {}: {}", cred.pid, why);
@@ -1485,8 +1842,14 @@ class ShmTransport final : public Transport, private InboundProgress {
       return;  // closes the connection
     }
     NetAddress from{hello.id.listen_ip, hello.id.listen_port};
+    // Grants from this peer let our sends write into its windows when both
+    // sides allow direct writes (the gate is the peer's, its pid the
+    // kernel's word for it).
+    InboundRing::PeerDirect peer_direct;
+    if (gate && direct_.min_bytes != 0) peer_direct = {&direct_.grants, std::move(gate), cred.pid};
     auto ring = std::make_shared<InboundRing>(std::move(mapping), std::move(conn), from, *sink_, spin_,
-                                              tuning_.max_piece_bytes, polls_, std::move(outbox));
+                                              tuning_.max_piece_bytes, polls_, std::move(outbox),
+                                              std::move(peer_direct));
     // Start reading before accepting: the sender may publish right after
     // the reply.
     ring->start();
@@ -1543,6 +1906,7 @@ class ShmTransport final : public Transport, private InboundProgress {
   UniqueFd wake_fd_;
   std::atomic<uint64_t> name_counter_{0};
   std::shared_ptr<Outbox> outbox_;  // null: none (every payload through the rings)
+  DirectWrites direct_;              // links and readers refer to it: declared before them
 
   std::mutex state_mutex_;
   bool started_ = false;
@@ -1568,7 +1932,9 @@ std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options, c
 }
 
 std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options) {
-  return make_shm_transport(options, ShmTuning{});
+  ShmTuning tuning;
+  tuning.direct_min_bytes = static_cast<size_t>(std::max<int64_t>(0, config::get_int("ACCL_EMU_SHM_DIRECT_BYTES")));
+  return make_shm_transport(options, tuning);
 }
 
 }  // namespace accl::emu

@@ -259,6 +259,85 @@ TEST(EmuSink, RendezvousNeedsAnExactlyMatchingWindow) {
   d->free(buf);
 }
 
+// Direct writes (the shm transport's single copy): a window is offered only
+// for an exact grant and never when it reduces on landing; taking an offered
+// window back without its data runs the fence first (a peer may be writing
+// into it), while a window whose data arrived, or one never offered, does not.
+TEST(EmuSink, WindowsOfferedForDirectWritesAreFencedWhenTakenBack) {
+  auto d = make_device();
+  auto& dp = d->dataplane();
+  auto& sink = d->sink();
+  auto buf = d->allocate(8192, MemoryKind::device, 0);
+  auto grant = header(0, 0, abi::kMsgRendezvousAddr);
+  grant.rid = 9;
+  grant.vaddr = buf.address;
+  grant.msg_bytes = 4096;
+  fw::Window w;
+  w.peer_ip = kPeer.ip;
+  w.peer_port = kPeer.port;
+  w.ctx = grant.ctx;
+  w.rid = 9;
+  w.addr = buf.address;
+  w.bytes = 4096;
+  size_t bytes = 0;
+  ASSERT_EQ(dp.open_window(w), 0u);
+  EXPECT_EQ(sink.direct_window(kPeer, grant, bytes), nullptr) << "no fence, no offer";
+
+  int fences = 0;
+  sink.set_direct_write_fence([&] {
+    ++fences;
+    return true;
+  });
+  std::byte* expected = nullptr;
+  ASSERT_EQ(d->memory().resolve(buf.address, false, 4096, expected), 0u);
+  auto other = grant;
+  other.rid = 10;
+  EXPECT_EQ(sink.direct_window(kPeer, other, bytes), nullptr) << "another transfer's grant";
+  EXPECT_EQ(sink.direct_window(NetAddress{kPeer.ip, static_cast<uint16_t>(kPeer.port + 1)}, grant, bytes), nullptr)
+      << "another peer";
+  dp.close_window(w);
+  EXPECT_EQ(fences, 0) << "a window never offered needs no fence";
+
+  ASSERT_EQ(dp.open_window(w), 0u);
+  EXPECT_EQ(sink.direct_window(kPeer, grant, bytes), expected);
+  EXPECT_EQ(bytes, 4096u);
+  dp.close_window(w);
+  EXPECT_EQ(fences, 1) << "closing an offered window before its data fences";
+
+  // Offered, then its data arrives: closing it later has nothing to fence.
+  ASSERT_EQ(dp.open_window(w), 0u);
+  ASSERT_EQ(sink.direct_window(kPeer, grant, bytes), expected);
+  auto data = header(4096, 0, abi::kMsgRendezvousData);
+  data.rid = 9;
+  data.vaddr = buf.address;
+  EXPECT_TRUE(deliver(sink, kPeer, data, 11));
+  fw::Arrival a;
+  ASSERT_TRUE(dp.pop_arrival(a));
+  EXPECT_EQ(a.status, 0u);
+  dp.close_window(w);
+  EXPECT_EQ(fences, 1);
+
+  // A reset takes offered windows back too.
+  ASSERT_EQ(dp.open_window(w), 0u);
+  ASSERT_EQ(sink.direct_window(kPeer, grant, bytes), expected);
+  sink.reset();
+  EXPECT_EQ(fences, 2);
+  EXPECT_EQ(sink.open_windows(), 0u);
+
+  // A window that reduces on landing is never offered.
+  auto operand = d->allocate(4096, MemoryKind::device, 0);
+  fw::Window r = w;
+  r.reduce = true;
+  r.operand_addr = operand.address;
+  const ArithFunction sum{ReduceOp::sum, ElemType::f32};
+  ASSERT_EQ(sink.open_window(r, &sum), 0u);
+  EXPECT_EQ(sink.direct_window(kPeer, grant, bytes), nullptr);
+  dp.close_window(r);
+  EXPECT_EQ(fences, 2);
+  d->free(operand);
+  d->free(buf);
+}
+
 // Issue 7: a receive that failed (its window closed) must never see its
 // buffer change afterwards, although the transport took the window's pointer
 // at message begin and is still writing the rest of the message.
