@@ -422,7 +422,8 @@ void ReceiveSink::close_window(const fw::Window& w) {
   // ctx, rid) a window may be open again while the transfer into an earlier
   // one is still being written (fuzz finding rendezvous-no-arrival): closing
   // the open one must not cut off that transfer, so both lookups compare
-  // every field, and a window that was still open had no transfer to revoke.
+  // every field, and a window that was still open had no transfer to revoke
+  // (only a peer's direct writes, which the fence ends).
   auto same = [&](const fw::Window& o) {
     return o.peer_ip == w.peer_ip && o.peer_port == w.peer_port && o.ctx == w.ctx && o.rid == w.rid &&
            o.addr == w.addr && o.host == w.host && o.bytes == w.bytes;

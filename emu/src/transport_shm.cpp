@@ -582,13 +582,19 @@ class DirectGrants {
 
   void record(Grant g) {
     std::lock_guard lock(mutex_);
-    Grant* slot = &grants_[0];
+    // A grant for the same transfer and address replaces the earlier one
+    // (a staged receive grants one scratch window piece after piece).
+    Grant* slot = nullptr;
+    for (Grant& e : grants_)
+      if (e.gate && same_transfer(e, g.peer, g.ctx, g.rid, g.vaddr, g.host)) slot = &e;
     for (Grant& e : grants_) {
-      if (!e.gate) {
-        slot = &e;
-        break;
-      }
-      if (e.stamp < slot->stamp) slot = &e;
+      if (slot != nullptr) break;
+      if (!e.gate) slot = &e;
+    }
+    if (slot == nullptr) {  // full: forget the oldest
+      slot = &grants_[0];
+      for (Grant& e : grants_)
+        if (e.stamp < slot->stamp) slot = &e;
     }
     g.stamp = ++stamp_;
     *slot = std::move(g);
@@ -598,7 +604,7 @@ class DirectGrants {
   std::optional<Grant> take(const NetAddress& peer, const abi::WireHeader& h) {
     std::lock_guard lock(mutex_);
     for (Grant& e : grants_) {
-      if (e.gate && e.peer == peer && e.ctx == h.ctx && e.rid == h.rid && e.vaddr == h.vaddr && e.host == h.host) {
+      if (e.gate && same_transfer(e, peer, h.ctx, h.rid, h.vaddr, h.host)) {
         std::optional<Grant> g(std::move(e));
         e = Grant{};
         if (g->bytes != h.count) return std::nullopt;  // not the whole window: the sink decides
@@ -614,6 +620,11 @@ class DirectGrants {
   }
 
  private:
+  static bool same_transfer(const Grant& e, const NetAddress& peer, uint32_t ctx, uint32_t rid, uint64_t vaddr,
+                            uint8_t host) {
+    return e.peer == peer && e.ctx == ctx && e.rid == rid && e.vaddr == vaddr && e.host == host;
+  }
+
   std::mutex mutex_;
   std::array<Grant, 64> grants_{};
   uint64_t stamp_ = 0;
@@ -928,10 +939,11 @@ class ShmLink final : public Link {
   std::optional<uint32_t> send_direct_locked(const abi::WireHeader& header, PayloadWriter& payload,
                                              Clock::time_point deadline) {
     if (header.count < direct_.min_bytes || direct_.kernel_refuses.load(std::memory_order_relaxed)) return std::nullopt;
-    const std::byte* src = payload.contiguous_source(header.count);
-    if (src == nullptr) return std::nullopt;
+    // The grant is used up either way: one window, one transfer.
     const auto grant = direct_.grants.take(peer_, header);
-    if (!grant || !direct_.write(*grant, src, header.count)) return std::nullopt;
+    if (!grant) return std::nullopt;
+    const std::byte* src = payload.contiguous_source(header.count);
+    if (src == nullptr || !direct_.write(*grant, src, header.count)) return std::nullopt;
     const uint64_t pos = head_;
     const Wait w = wait_space(pos, kFrameBytes, deadline);
     if (w != Wait::ready) return unpublished_failure(w);
