@@ -161,6 +161,47 @@ TEST(CollectiveSteps, AllreduceOnFourRanksUsesTheRingThatReducesOnLanding) {
   }
 }
 
+// From 512 KiB chunks on (equal ones, not in place) 3 and 4 ranks take the
+// direct allreduce: one round of plain windows for the reduce-scatter (its
+// contributions land in the result's other chunks and are added locally), one
+// for the allgather; none reduces on landing. Just below the limit, with
+// unequal chunks, the ring's reduce-scatter reduces on landing; in place, it
+// stages its pieces through spare 3 (many small windows).
+TEST(CollectiveSteps, AllreduceOnFewRanksGoesDirectFromHalfMiBChunks) {
+  FabricOptions options;
+  options.memory_bytes = 24u << 20;
+  constexpr uint64_t kBigSrc = 6u << 20;   // above the spares
+  constexpr uint64_t kBigDst = 12u << 20;  // 4 chunks of 512 KiB + a few bytes
+  constexpr uint32_t kChunk = 128u * 1024;  // int32 elements in 512 KiB
+  struct Case {
+    uint32_t P, n;
+    bool in_place;
+    size_t reducing;  // reducing windows per rank
+  };
+  for (const Case c : {Case{4, 4 * kChunk, false, 0}, Case{3, 3 * kChunk, false, 0},
+                       Case{4, 4 * (kChunk - 1), false, 3}, Case{4, 4 * kChunk + 1, false, 3},
+                       Case{4, 4 * kChunk, true, 0}}) {
+    FakeFabric f(c.P, options);
+    f.configure();
+    const uint64_t dst = c.in_place ? kBigSrc : kBigDst;
+    for (uint32_t r = 0; r < c.P; ++r) f[r].write(kBigSrc, rank_data(r, c.n));
+    const auto windows = windows_during(f, [&] {
+      run_all(f, [&](uint32_t) {
+        return std::move(CallBuilder(abi::kAllreduce).count(c.n).function(abi::kSum).addr(0, kBigSrc).addr(2, dst));
+      });
+    });
+    for (uint32_t r = 0; r < c.P; ++r) {
+      const std::string where = "P " + std::to_string(c.P) + " n " + std::to_string(c.n) +
+                                (c.in_place ? " in place" : "") + " rank " + std::to_string(r);
+      if (c.in_place) EXPECT_GT(windows[r], 2u * (c.P - 1)) << where;
+      else EXPECT_EQ(windows[r], 2u * (c.P - 1)) << where;
+      EXPECT_EQ(f[r].reducing_windows_opened_total(), c.reducing) << where;
+      const auto got = f[r].read<int32_t>(dst, c.n);
+      for (uint32_t i = 0; i < c.n; ++i) ASSERT_EQ(got[i], sum_over_ranks(c.P, i)) << where << " i " << i;
+    }
+  }
+}
+
 TEST(CollectiveSteps, AllgatherOnEightRanksTakesLog2PSteps) {
   FakeFabric f(8);
   f.configure();

@@ -65,6 +65,7 @@ enum Algorithm : uint32_t {
   kAlgoAllgatherDirect,
   kAlgoReduceScatterDirect,
   kAlgoAllreduceRingDirect,
+  kAlgoAllreduceDirect,
 };
 
 // Inputs of algorithm selection; identical on every rank of a collective.
@@ -98,6 +99,10 @@ bool plan_reduce_chain(const CollArgs& args, uint32_t round, Round& out);
 bool plan_allreduce_ring(const CollArgs& args, uint32_t round, Round& out);
 // The ring's reduce-scatter, then a direct allgather of the chunks.
 bool plan_allreduce_ring_direct(const CollArgs& args, uint32_t round, Round& out);
+// Direct reduce-scatter + direct allgather (few ranks).
+bool plan_allreduce_direct(const CollArgs& args, uint32_t round, Round& out);
+// P equal chunks, 3 ranks or more, and all transfers of a round fit one round.
+bool allreduce_direct_fits(const CollArgs& args);
 bool plan_allreduce_reduce_bcast(const CollArgs& args, uint32_t round, Round& out);
 bool plan_allreduce_halving_doubling(const CollArgs& args, uint32_t round, Round& out);
 // Power-of-two P > 2 and a count of equal blocks (count % P == 0).

@@ -126,6 +126,7 @@ bool run_plan(uint32_t algorithm, const CollArgs& args, uint32_t round, Round& o
     case kAlgoReduceChain: return plan_reduce_chain(args, round, out);
     case kAlgoAllreduceRing: return plan_allreduce_ring(args, round, out);
     case kAlgoAllreduceRingDirect: return plan_allreduce_ring_direct(args, round, out);
+    case kAlgoAllreduceDirect: return plan_allreduce_direct(args, round, out);
     case kAlgoAllreduceReduceBcast: return plan_allreduce_reduce_bcast(args, round, out);
     case kAlgoAllreduceHalvingDoubling: return plan_allreduce_halving_doubling(args, round, out);
     case kAlgoReduceScatterRing: return plan_reduce_scatter_ring(args, round, out);

@@ -30,6 +30,14 @@ static bool direct_allgather_pays(uint32_t P, uint64_t block_bytes, uint32_t max
          allgather_direct_fits(P);
 }
 
+// The direct allreduce (direct reduce-scatter + direct allgather) from
+// chunks of this size on; below, the ring's reduce-scatter, whose steps
+// reduce on landing, moves less. 4 ranks on 2 cores, alternating runs with
+// -c on 2026-11-27, ring + direct allgather against direct (us): 1 MiB
+// (256 KiB chunks) 701 against 796, 2 MiB 1433 against 1401, 4 MiB 2929
+// against 2569, 8 MiB 5797 against 5561 (best of 4-5).
+constexpr uint64_t kAllreduceDirectMinChunkBytes = uint64_t{512} << 10;
+
 // Allreduce by recursive halving + doubling from this many ranks on. Below,
 // the ring moves fewer bytes: each of its reduce-scatter steps reduces on
 // landing, where halving-doubling's later steps land a partial and add it in
@@ -70,7 +78,7 @@ uint32_t select_algorithm(const SelectionInput& in, const CollArgs& args) {
         return kAlgoReduceFlat;
       }
       return kAlgoReduceChain;
-    case abi::kAllreduce:
+    case abi::kAllreduce: {
       // Tiny vectors (fewer elements than ranks) or small eager-sized data with
       // more than two ranks: reduce to rank 0 + flat broadcast (2 steps of
       // latency instead of 2(P-1)). Otherwise bandwidth-optimal: recursive
@@ -79,14 +87,20 @@ uint32_t select_algorithm(const SelectionInput& in, const CollArgs& args) {
       // allgather takes, the ring's allgather half is one direct round
       // (its sends share one payload: 4 ranks on 2 cores, best of 6
       // alternating runs, 1 / 4 / 8 MiB: 536 / 2387 / 5183 against
-      // 567 / 2822 / 6027 us with the ring's allgather).
+      // 567 / 2822 / 6027 us with the ring's allgather), and from large
+      // equal chunks on the reduce-scatter half is one direct round too
+      // (not in place: its receives land in the result's other chunks).
       if (args.count < args.P || (args.P > 2 && bytes <= in.max_eager_bytes)) return kAlgoAllreduceReduceBcast;
       if (args.P >= kHalvingDoublingMinRanks && allreduce_halving_doubling_fits(args.count, args.P))
         return kAlgoAllreduceHalvingDoubling;
-      if (direct_allgather_pays(args.P, (uint64_t{args.count} + args.P - 1) / args.P * args.spare[0].elem_bytes,
-                                in.max_eager_bytes))
+      const uint64_t chunk_bytes = ceil_div(uint64_t{args.count}, args.P) * args.spare[0].elem_bytes;
+      if (direct_allgather_pays(args.P, chunk_bytes, in.max_eager_bytes)) {
+        if (chunk_bytes >= kAllreduceDirectMinChunkBytes && !in.in_place && allreduce_direct_fits(args))
+          return kAlgoAllreduceDirect;
         return kAlgoAllreduceRingDirect;
+      }
       return kAlgoAllreduceRing;
+    }
     case abi::kReduceScatter:
       // Few ranks (3 or 4) and rendezvous-sized blocks up to the direct
       // limit that fit spare 1 P-1 times: one step, like the direct
@@ -130,6 +144,7 @@ const char* algorithm_name(uint32_t algorithm) {
     case kAlgoReduceChain: return "reduce chain";
     case kAlgoAllreduceRing: return "allreduce ring";
     case kAlgoAllreduceRingDirect: return "allreduce ring + direct allgather";
+    case kAlgoAllreduceDirect: return "allreduce direct";
     case kAlgoAllreduceReduceBcast: return "allreduce reduce+bcast";
     case kAlgoAllreduceHalvingDoubling: return "allreduce halving-doubling";
     case kAlgoReduceScatterRing: return "reduce_scatter ring";
