@@ -440,6 +440,7 @@ void ReceiveSink::close_window(const fw::Window& w) {
     if (erased > 0) {
       // Still open, so no data arrived; but a peer may be writing the
       // payload into it directly right now.
+      if (offered) offered_since_fence_ = false;
       lock.unlock();
       if (offered) fence_direct_writes("close_window");
       return;
@@ -471,7 +472,8 @@ void ReceiveSink::reset() {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto& [token, f] : in_flight_)
       if (f->lease) revoke.push_back(f->lease);
-    for (const auto& o : windows_) offered = offered || o.direct;
+    offered = offered_since_fence_;
+    offered_since_fence_ = false;
     arrivals_.for_each([&](const fw::Arrival& a) { release_locked(a.token); });
     arrivals_.clear();
     arrival_count_.store(0, std::memory_order_release);
@@ -499,6 +501,7 @@ std::byte* ReceiveSink::direct_window(const NetAddress& peer, const abi::WireHea
     // reduces; written raw first, it would be read twice.
     if (o.w.reduce || o.w.bytes == 0) return nullptr;
     o.direct = true;
+    offered_since_fence_ = true;
     bytes = o.w.bytes;
     return o.ptr;
   }

@@ -169,6 +169,9 @@ class ReceiveSink final : public Sink {
   RingQueue<fw::Arrival> arrivals_;  // no allocation per message (std::deque had one every few)
   std::atomic<size_t> arrival_count_{0};
   std::vector<OpenWindow> windows_;
+  // A window was offered for direct writes since the last fence: a reset
+  // fences even if that window is gone (a grant for it may still be held).
+  bool offered_since_fence_ = false;
   uint64_t next_token_ = 1;
   InFlightMap in_flight_;
   std::vector<InFlightMap::node_type> spare_in_flight_;

@@ -32,6 +32,7 @@
 #include <accl/spin.hpp>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <linux/futex.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -465,19 +466,18 @@ class Outbox {
 //   3. The sender's data message for exactly that window (same ctx, rid,
 //      address, size) is written into it in pieces, each under the gate, and
 //      the ring carries only the header and a DirectDataDescriptor.
-// The gate is one word in a page (a memfd the receiving transport passes to
-// every peer with ShmHello): epoch << kGateEpochShift | writers in progress.
-// A writer enters only while the epoch is that of its grant. When the sink
-// takes an offered window back before its data arrived (a failed receive, a
-// reset), fence() bumps the epoch and waits until no writer is in: no grant
-// issued so far lets anybody write any more, and those transfers go through
-// the ring like before (and are dropped like any late data). A fence is
-// rare, so one gate per transport is enough.
+// The gate is a page (a memfd the receiving transport passes to every peer
+// with ShmHello) holding an epoch and, per writing peer, a count of pieces
+// being written. A writer enters only while the epoch is that of its grant.
+// When the sink takes an offered window back before its data arrived (a
+// failed receive, a reset), fence() bumps the epoch and waits until no
+// writer is in: no grant issued so far lets anybody write any more, and
+// those transfers go through the ring like before (and are dropped like any
+// late data). A fence is rare, so one epoch per transport is enough; the
+// counts are per peer so that a peer that died mid-piece holds up no fence.
 
 constexpr uint32_t kGrantMagic = 0x544E5247;   // "GRNT"
 constexpr uint32_t kDirectMagic = 0x54434944;  // "DICT"
-constexpr unsigned kGateEpochShift = 20;
-constexpr uint64_t kGateWriters = (uint64_t{1} << kGateEpochShift) - 1;
 
 struct DirectGrantDescriptor {
   uint32_t magic;
@@ -500,6 +500,9 @@ static_assert(sizeof(DirectDataDescriptor) == 64, "one ring slot");
 class DirectGate {
  public:
   static constexpr size_t kBytes = kPageBytes;
+  // Writing peers one gate serves (one slot each, handed out when we dial
+  // the peer); links beyond get no gate and copy through their rings.
+  static constexpr uint32_t kSlots = kBytes / 64 - 1;
 
   // Ours: nullptr when the memfd cannot be made (no window is then offered).
   static std::shared_ptr<DirectGate> create() {
@@ -507,7 +510,7 @@ class DirectGate {
     if (!fd || ::ftruncate(fd.get(), static_cast<off_t>(kBytes)) != 0) return nullptr;
     void* base = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
     if (base == MAP_FAILED) return nullptr;
-    new (base) std::atomic<uint64_t>(uint64_t{1} << kGateEpochShift);
+    new (base) Page{};
     return std::make_shared<DirectGate>(std::move(fd), base);
   }
   // A peer's, passed with its hello.
@@ -525,42 +528,73 @@ class DirectGate {
     return std::make_shared<DirectGate>(UniqueFd(), base);
   }
 
-  DirectGate(UniqueFd fd, void* base) : fd_(std::move(fd)), base_(base), word_(*static_cast<std::atomic<uint64_t>*>(base)) {}
+  DirectGate(UniqueFd fd, void* base) : fd_(std::move(fd)), base_(base), page_(*static_cast<Page*>(base)) {}
   ~DirectGate() { ::munmap(base_, kBytes); }
   DirectGate(const DirectGate&) = delete;
   DirectGate& operator=(const DirectGate&) = delete;
 
   int fd() const { return fd_.get(); }
-  uint64_t epoch() const { return word_.load(std::memory_order_acquire) >> kGateEpochShift; }
+  uint64_t epoch() const { return page_.epoch.load(std::memory_order_seq_cst); }
 
-  // Writer side: true if the grant of `epoch` still holds; then end() after
-  // the piece.
-  bool begin(uint64_t epoch) {
-    uint64_t cur = word_.load(std::memory_order_acquire);
-    do {
-      if ((cur >> kGateEpochShift) != epoch || (cur & kGateWriters) == kGateWriters) return false;
-    } while (!word_.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel, std::memory_order_acquire));
-    return true;
+  // Ours: a slot for the writing process `pid` (the peer we dial), or
+  // nullopt when all are taken.
+  std::optional<uint32_t> assign_slot(pid_t pid) {
+    const uint32_t slot = slots_used_.load(std::memory_order_relaxed);
+    if (slot >= kSlots) return std::nullopt;
+    page_.slots[slot].pid.store(pid, std::memory_order_relaxed);
+    slots_used_.store(slot + 1, std::memory_order_release);
+    return slot;
   }
-  void end() { word_.fetch_sub(1, std::memory_order_acq_rel); }
+
+  // Writer side, in its slot: true if the grant of `epoch` still holds; then
+  // end() after the piece. (seq_cst with fence(): either this sees the new
+  // epoch, or the fence sees this writer.)
+  bool begin(uint32_t slot, uint64_t epoch) {
+    std::atomic<uint32_t>& writers = page_.slots[slot].writers;
+    writers.fetch_add(1, std::memory_order_seq_cst);
+    if (page_.epoch.load(std::memory_order_seq_cst) == epoch) return true;
+    writers.fetch_sub(1, std::memory_order_seq_cst);
+    return false;
+  }
+  void end(uint32_t slot) { page_.slots[slot].writers.fetch_sub(1, std::memory_order_seq_cst); }
 
   // Receiver side: voids every grant issued so far and waits, until
   // `deadline`, for the writers still in. A piece is one bounded
-  // process_vm_writev, so this normally takes microseconds.
+  // process_vm_writev, so this normally takes microseconds. A slot whose
+  // process is gone (it died mid-piece, leaving its count up) writes no
+  // more: it is not waited for.
   bool fence(Clock::time_point deadline) {
-    word_.fetch_add(uint64_t{1} << kGateEpochShift, std::memory_order_acq_rel);
-    for (int spins = 0;; ++spins) {
-      if ((word_.load(std::memory_order_acquire) & kGateWriters) == 0) return true;
-      if (Clock::now() >= deadline) return false;
-      if (spins < 64) std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    page_.epoch.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t used = slots_used_.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < used; ++i) {
+      const Slot& s = page_.slots[i];
+      for (int spins = 0; s.writers.load(std::memory_order_seq_cst) != 0; ++spins) {
+        if (!alive(s.pid.load(std::memory_order_relaxed))) break;
+        if (Clock::now() >= deadline) return false;
+        if (spins < 64) std::this_thread::yield();
+        else std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
     }
+    return true;
   }
 
  private:
+  struct Slot {
+    alignas(64) std::atomic<uint32_t> writers{0};  // pieces being written by the slot's process
+    std::atomic<int32_t> pid{0};                   // that process (set by the gate's owner)
+  };
+  struct Page {
+    alignas(64) std::atomic<uint64_t> epoch{1};
+    Slot slots[kSlots];
+  };
+  static_assert(sizeof(Page) <= kBytes);
+
+  static bool alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH); }
+
   UniqueFd fd_;  // ours only (passed to peers)
   void* base_;
-  std::atomic<uint64_t>& word_;
+  Page& page_;
+  std::atomic<uint32_t> slots_used_{0};  // ours only
 };
 
 // Grants that peers offered this process's sends (recorded by the reader of
@@ -572,6 +606,7 @@ class DirectGrants {
   struct Grant {
     NetAddress peer;  // the receiver (its listening address)
     pid_t pid = 0;
+    uint32_t slot = 0;  // ours in the receiver's gate
     uint32_t ctx = 0, rid = 0;
     uint64_t vaddr = 0;
     uint8_t host = 0;
@@ -645,12 +680,12 @@ struct DirectWrites {
   bool write(const DirectGrants::Grant& g, const std::byte* src, size_t bytes) {
     for (size_t done = 0; done < bytes;) {
       const size_t n = std::min(bytes - done, WriteLease::kMaxPieceBytes);
-      if (!g.gate->begin(g.epoch)) return false;
+      if (!g.gate->begin(g.slot, g.epoch)) return false;
       iovec local{const_cast<std::byte*>(src + done), n};
       iovec remote{reinterpret_cast<void*>(g.address + done), n};
       const ssize_t wrote = ::process_vm_writev(g.pid, &local, 1, &remote, 1, 0);
       const int err = errno;
-      g.gate->end();
+      g.gate->end(g.slot);
       if (wrote != static_cast<ssize_t>(n)) {
         if (wrote < 0 && (err == EPERM || err == ENOSYS || err == EACCES) && !kernel_refuses.exchange(true))
           ACCL_LOG_INFO("shm: process_vm_writev is not allowed ({}); payloads go through the rings",
@@ -671,7 +706,7 @@ struct ShmHello {
   HelloIdentity id;
   uint64_t ring_bytes = 0;
   uint32_t sender_pid = 0;  // diagnostics; the receiver trusts SO_PEERCRED, not this
-  uint32_t reserved = 0;
+  uint32_t gate_slot = 0;   // the receiver's writer slot in the sender's gate (with gate_bytes)
   char shm_name[96] = {};
   // Bytes of the sender's outbox, whose memfd comes with this message
   // (SCM_RIGHTS, first); 0: none.
@@ -821,6 +856,10 @@ class ShmLink final : public Link {
     std::unique_lock lock(send_mutex_, std::defer_lock);
     if (!lock.try_lock_until(deadline)) return abi::kLinkError;
     if (uint32_t err = check_usable()) return err;
+    // Shared payloads keep the outbox (one copy by us, one by each receiver,
+    // measured as fast as writing every window ourselves); a grant the
+    // receiver offered for this window is used up all the same.
+    if (direct_.min_bytes != 0 && header.msg_type == abi::kMsgRendezvousData) direct_.grants.take(peer_, header);
     const uint64_t pos = head_;
     const Wait w = wait_space(pos, kFrameBytes, deadline);
     if (w != Wait::ready) return unpublished_failure(w);
@@ -938,10 +977,10 @@ class ShmLink final : public Link {
   // (the caller sends through the ring).
   std::optional<uint32_t> send_direct_locked(const abi::WireHeader& header, PayloadWriter& payload,
                                              Clock::time_point deadline) {
-    if (header.count < direct_.min_bytes || direct_.kernel_refuses.load(std::memory_order_relaxed)) return std::nullopt;
-    // The grant is used up either way: one window, one transfer.
+    // The grant is used up whatever happens: one window, one transfer. (Only
+    // windows of at least min_bytes were offered, and take() checks the size.)
     const auto grant = direct_.grants.take(peer_, header);
-    if (!grant) return std::nullopt;
+    if (!grant || direct_.kernel_refuses.load(std::memory_order_relaxed)) return std::nullopt;
     const std::byte* src = payload.contiguous_source(header.count);
     if (src == nullptr || !direct_.write(*grant, src, header.count)) return std::nullopt;
     const uint64_t pos = head_;
@@ -1123,6 +1162,7 @@ class InboundRing {
     DirectGrants* grants = nullptr;
     std::shared_ptr<DirectGate> gate;  // the sender's
     pid_t pid = 0;                     // the sender's process
+    uint32_t slot = 0;                 // ours in its gate
   };
 
   // `outbox`: the sender's (null if it has none).
@@ -1269,8 +1309,8 @@ class InboundRing {
       const abi::WireHeader& h = current_.header;
       // Recorded before the firmware hears of the grant, so its data finds it.
       if (direct_.grants != nullptr && h.count == 0)
-        direct_.grants->record({from_, direct_.pid, h.ctx, h.rid, h.vaddr, h.host, d.address, d.bytes, d.epoch,
-                                direct_.gate, 0});
+        direct_.grants->record({from_, direct_.pid, direct_.slot, h.ctx, h.rid, h.vaddr, h.host, d.address, d.bytes,
+                                d.epoch, direct_.gate, 0});
     } else if (magic == kDirectMagic) {
       // The payload is in the window already: nothing to copy.
       DirectDataDescriptor d{};
@@ -1712,10 +1752,17 @@ class ShmTransport final : public Transport, private InboundProgress {
     hello.sender_pid = static_cast<uint32_t>(::getpid());
     std::memcpy(hello.shm_name, name.c_str(), std::min(name.size() + 1, sizeof hello.shm_name));
     hello.outbox_bytes = outbox_ ? outbox_->bytes() : 0;
-    hello.gate_bytes = direct_.own_gate ? DirectGate::kBytes : 0;
+    // The peer writes into our windows through its own slot of our gate; the
+    // kernel names the peer's process (SO_PEERCRED of the socket we dialled).
+    std::optional<uint32_t> gate_slot;
+    ucred peer_cred{};
+    socklen_t cred_len = sizeof peer_cred;
+    if (direct_.own_gate && ::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &peer_cred, &cred_len) == 0)
+      gate_slot = direct_.own_gate->assign_slot(peer_cred.pid);
+    hello.gate_bytes = gate_slot ? DirectGate::kBytes : 0;
+    hello.gate_slot = gate_slot.value_or(0);
     HelloReply reply;
-    IoStatus io = send_hello(fd.get(), hello,
-                             {outbox_ ? outbox_->fd() : -1, direct_.own_gate ? direct_.own_gate->fd() : -1},
+    IoStatus io = send_hello(fd.get(), hello, {outbox_ ? outbox_->fd() : -1, gate_slot ? direct_.own_gate->fd() : -1},
                              deadline, &stopping_);
     if (io == IoStatus::ok) io = read_exact(fd.get(), &reply, sizeof reply, deadline, &stopping_, true);
     // Mapped on both sides (or given up): the name is no longer needed.
@@ -1834,7 +1881,8 @@ class ShmTransport final : public Transport, private InboundProgress {
     const size_t fds_expected = (hello.outbox_bytes != 0 ? 1 : 0) + (hello.gate_bytes != 0 ? 1 : 0);
     const size_t fds_passed = (passed[0] ? 1 : 0) + (passed[1] ? 1 : 0);
     if (reply.status == kHelloAccepted &&
-        (hello.outbox_bytes > kMaxRingBytes || (hello.gate_bytes != 0 && hello.gate_bytes != DirectGate::kBytes) ||
+        (hello.outbox_bytes > kMaxRingBytes ||
+         (hello.gate_bytes != 0 && (hello.gate_bytes != DirectGate::kBytes || hello.gate_slot >= DirectGate::kSlots)) ||
          fds_passed != fds_expected)) {
       reply.status = kHelloMalformed;
       why = "bad outbox or gate";
@@ -1858,7 +1906,7 @@ class ShmTransport final : public Transport, private InboundProgress {
     // sides allow direct writes (the gate is the peer's, its pid the
     // kernel's word for it).
     InboundRing::PeerDirect peer_direct;
-    if (gate && direct_.min_bytes != 0) peer_direct = {&direct_.grants, std::move(gate), cred.pid};
+    if (gate && direct_.min_bytes != 0) peer_direct = {&direct_.grants, std::move(gate), cred.pid, hello.gate_slot};
     auto ring = std::make_shared<InboundRing>(std::move(mapping), std::move(conn), from, *sink_, spin_,
                                               tuning_.max_piece_bytes, polls_, std::move(outbox),
                                               std::move(peer_direct));

@@ -346,7 +346,10 @@ TEST(Timeout, CollectiveWithMissingRank) {
 // (messages of the failed one are never matched by it). Eager and rendezvous
 // sizes. Before the signature, count and function mismatches returned wrong
 // data as success.
-enum class Mismatch { count, function, root };
+// in_place: one rank runs the allreduce in place, the others do not; at
+// sizes where that changes the algorithm (the direct allreduce is not in
+// place) the ranks must fail like for any other argument mismatch.
+enum class Mismatch { count, function, root, in_place };
 
 struct MismatchCase {
   unsigned P;
@@ -384,7 +387,8 @@ TEST_P(CollectiveMismatch, NamedErrorNeverWrongData) {
           a.bcast(*s, count, odd ? 1 : 0);
         } else {
           const auto f = c.kind == Mismatch::function && odd ? reduceFunction::MAX : reduceFunction::SUM;
-          a.allreduce(*s, *d, count, f);
+          if (c.kind == Mismatch::in_place && odd) a.allreduce(*s, *s, count, f);
+          else a.allreduce(*s, *d, count, f);
         }
         outcome[r] = "success";
       } catch (const accl::Error& e) {
@@ -453,6 +457,7 @@ std::vector<MismatchCase> mismatch_cases() {
   for (unsigned P = 2; P <= 4; ++P)
     for (Mismatch k : {Mismatch::count, Mismatch::function, Mismatch::root})
       for (unsigned n : {40u, 3000u}) v.push_back({P, k, n});
+  v.push_back({4, Mismatch::in_place, 4 * 131072});  // 512 KiB chunks: the direct allreduce, unless in place
   return v;
 }
 
@@ -460,6 +465,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, CollectiveMismatch, ::testing::ValuesIn(mismatch
                          [](const ::testing::TestParamInfo<MismatchCase>& i) {
                            const char* kind = i.param.kind == Mismatch::count      ? "count"
                                               : i.param.kind == Mismatch::function ? "function"
+                                              : i.param.kind == Mismatch::in_place ? "in_place"
                                                                                    : "root";
                            return std::string(kind) + "_P" + std::to_string(i.param.P) + "_n" +
                                   std::to_string(i.param.n);

@@ -286,6 +286,9 @@ TEST(EmuSink, WindowsOfferedForDirectWritesAreFencedWhenTakenBack) {
   int fences = 0;
   sink.set_direct_write_fence([&] {
     ++fences;
+    // The fence waits for other processes: it must run outside the sink's
+    // lock (taking it here would deadlock otherwise).
+    (void)sink.open_windows();
     return true;
   });
   std::byte* expected = nullptr;

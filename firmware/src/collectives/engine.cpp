@@ -177,7 +177,8 @@ uint32_t tuning(Fw& fw, uint32_t offset, uint32_t fallback) {
 // (FNV-1a): kind, count, root (rooted kinds), reduce function and its
 // arithmetic unit id, which also tells the data type (reducing kinds),
 // element sizes and wire compression. Per-rank properties (buffer addresses,
-// host/stream flags, the arith config's offset) stay out.
+// host/stream flags, the arith config's offset) stay out. prepare() adds the
+// selected algorithm (signature_with_algorithm).
 uint32_t collective_signature(Fw& fw, const Decoded& d) {
   const bool rooted = d.scenario == abi::kBcast || d.scenario == abi::kScatter || d.scenario == abi::kGather ||
                       d.scenario == abi::kReduce;
@@ -197,6 +198,12 @@ uint32_t collective_signature(Fw& fw, const Decoded& d) {
   for (uint32_t w : words) {
     for (uint32_t b = 0; b < 4; ++b) h = (h ^ ((w >> (8 * b)) & 0xFFu)) * 16777619u;
   }
+  return h == 0 ? 1u : h;
+}
+
+uint32_t signature_with_algorithm(uint32_t signature, uint32_t algorithm) {
+  uint32_t h = signature;
+  for (uint32_t b = 0; b < 4; ++b) h = (h ^ ((algorithm >> (8 * b)) & 0xFFu)) * 16777619u;
   return h == 0 ? 1u : h;
 }
 
@@ -305,6 +312,12 @@ void prepare(Fw& fw, CallSlot& call) {
   in.in_place = buf_overlap(call.args.src, call.args.dst, src_elems) ||
                 buf_overlap(call.args.dst, call.args.src, result_elems(call.d.scenario, call.args.count, call.args.P));
   call.algorithm = select_algorithm(in, call.args);
+  // The choice may depend on whether this rank works in place (alltoall,
+  // allreduce), which MPI requires to be the same on every rank; should the
+  // ranks still pick different algorithms, their signatures differ and the
+  // collective fails with INVALID_ARGUMENT instead of matching messages
+  // that mean different things.
+  call.signature = signature_with_algorithm(call.signature, call.algorithm);
 }
 
 bool uses_spare_algorithm(const CallSlot& call) {

@@ -3,7 +3,10 @@
 // Algorithm selection. Inputs are the same on every rank (count, P, element
 // size, tuning registers at 0x1FC4..0x1FD4, spare size, eager threshold), so
 // all ranks pick the same algorithm; per-rank properties such as kernel-stream
-// flags never influence the choice.
+// flags never influence the choice. The one exception is working in place
+// (alltoall, allreduce), which MPI requires on all ranks or none; the
+// algorithm is part of the collective's signature, so ranks that still
+// differ fail with INVALID_ARGUMENT instead of exchanging mismatched data.
 #include "collective.hpp"
 
 namespace accl::fw::impl {
