@@ -268,17 +268,13 @@ TEST(EmuSink, WindowsOfferedForDirectWritesAreFencedWhenTakenBack) {
   auto& dp = d->dataplane();
   auto& sink = d->sink();
   auto buf = d->allocate(8192, MemoryKind::device, 0);
-  auto grant = header(0, 0, abi::kMsgRendezvousAddr);
-  grant.rid = 9;
-  grant.vaddr = buf.address;
-  grant.msg_bytes = 4096;
-  fw::Window w;
-  w.peer_ip = kPeer.ip;
-  w.peer_port = kPeer.port;
-  w.ctx = grant.ctx;
-  w.rid = 9;
-  w.addr = buf.address;
-  w.bytes = 4096;
+  auto data = header(4096, 0, abi::kMsgRendezvousData);
+  data.rid = 9;
+  data.vaddr = buf.address;
+  auto grant = data;  // the receiver's grant for that transfer
+  grant.msg_type = abi::kMsgRendezvousAddr;
+  grant.count = 0;
+  const fw::Window w = window_for(data);
   size_t bytes = 0;
   ASSERT_EQ(dp.open_window(w), 0u);
   EXPECT_EQ(sink.direct_window(kPeer, grant, bytes), nullptr) << "no fence, no offer";
@@ -310,9 +306,6 @@ TEST(EmuSink, WindowsOfferedForDirectWritesAreFencedWhenTakenBack) {
   // Offered, then its data arrives: closing it later has nothing to fence.
   ASSERT_EQ(dp.open_window(w), 0u);
   ASSERT_EQ(sink.direct_window(kPeer, grant, bytes), expected);
-  auto data = header(4096, 0, abi::kMsgRendezvousData);
-  data.rid = 9;
-  data.vaddr = buf.address;
   EXPECT_TRUE(deliver(sink, kPeer, data, 11));
   fw::Arrival a;
   ASSERT_TRUE(dp.pop_arrival(a));
