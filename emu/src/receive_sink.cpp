@@ -130,10 +130,15 @@ std::byte* ReceiveSink::place_eager(const NetAddress& from, const abi::WireHeade
   return nullptr;
 }
 
-std::byte* ReceiveSink::place_rendezvous(const NetAddress& from, const abi::WireHeader& h, ReceiveTicket& t) {
-  auto it = std::find_if(windows_.begin(), windows_.end(), [&](const OpenWindow& o) {
-    return o.w.peer_ip == from.ip && o.w.peer_port == from.port && o.w.ctx == h.ctx && o.w.rid == h.rid;
+std::vector<ReceiveSink::OpenWindow>::iterator ReceiveSink::window_of(const NetAddress& peer,
+                                                                      const abi::WireHeader& h) {
+  return std::find_if(windows_.begin(), windows_.end(), [&](const OpenWindow& o) {
+    return o.w.peer_ip == peer.ip && o.w.peer_port == peer.port && o.w.ctx == h.ctx && o.w.rid == h.rid;
   });
+}
+
+std::byte* ReceiveSink::place_rendezvous(const NetAddress& from, const abi::WireHeader& h, ReceiveTicket& t) {
+  auto it = window_of(from, h);
   uint32_t err = 0;
   if (it == windows_.end()) err = abi::kDmaDecodeError;
   else if (it->w.addr != h.vaddr || it->w.host != (h.host != 0)) err = abi::kDmaDecodeError;
@@ -493,19 +498,17 @@ void ReceiveSink::reset() {
 std::byte* ReceiveSink::direct_window(const NetAddress& peer, const abi::WireHeader& grant, size_t& bytes) {
   if (!direct_write_fence_) return nullptr;
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& o : windows_) {
-    if (o.w.peer_ip != peer.ip || o.w.peer_port != peer.port || o.w.ctx != grant.ctx || o.w.rid != grant.rid ||
-        o.w.addr != grant.vaddr || o.w.host != (grant.host != 0))
-      continue;
-    // A window that reduces on landing reads the payload once while it
-    // reduces; written raw first, it would be read twice.
-    if (o.w.reduce || o.w.bytes == 0) return nullptr;
-    o.direct = true;
-    offered_since_fence_ = true;
-    bytes = o.w.bytes;
-    return o.ptr;
-  }
-  return nullptr;
+  const auto it = window_of(peer, grant);
+  // Only the window the grant names (its data must match it exactly too). A
+  // window that reduces on landing reads the payload once while it reduces;
+  // written raw first, it would be read twice.
+  if (it == windows_.end() || it->w.addr != grant.vaddr || it->w.host != (grant.host != 0) || it->w.reduce ||
+      it->w.bytes == 0)
+    return nullptr;
+  it->direct = true;
+  offered_since_fence_ = true;
+  bytes = it->w.bytes;
+  return it->ptr;
 }
 
 void ReceiveSink::fence_direct_writes(const char* why) {

@@ -140,6 +140,9 @@ class ReceiveSink final : public Sink {
 
   std::byte* place_eager(const NetAddress& from, const abi::WireHeader& h, ReceiveTicket& t);  // holds mutex_
   std::byte* place_rendezvous(const NetAddress& from, const abi::WireHeader& h, ReceiveTicket& t);  // holds mutex_
+  // The open window of the transfer that rendezvous message `h` from `peer`
+  // belongs to (peer, ctx, rid), or windows_.end(). Holds mutex_.
+  std::vector<OpenWindow>::iterator window_of(const NetAddress& peer, const abi::WireHeader& h);
   void push_arrival(fw::Arrival a);  // holds mutex_
   // In-flight records are recycled with their map node (and the write lease
   // when nobody else holds it any more), so a rendezvous transfer allocates

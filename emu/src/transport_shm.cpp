@@ -270,6 +270,36 @@ class Mapping {
   size_t bytes_;
 };
 
+// ---- memfds shared with peers ---------------------------------------------
+
+// A new memfd of `bytes` (whole pages), mapped read-write at `base`; invalid
+// (and `base` null) when it cannot be made.
+UniqueFd create_shared_memfd(const char* name, size_t bytes, void*& base) {
+  base = nullptr;
+  UniqueFd fd(static_cast<int>(::syscall(SYS_memfd_create, name, MFD_CLOEXEC)));
+  if (!fd || ::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) return UniqueFd();
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (p == MAP_FAILED) return UniqueFd();
+  base = p;
+  return fd;
+}
+
+// Maps a peer's memfd (passed with its hello) after checking its size and
+// owner; nullptr with `error` set otherwise.
+void* map_peer_memfd(int fd, size_t bytes, int prot, const char* what, std::string& error) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes || st.st_uid != ::geteuid()) {
+    error = std::string(what) + " size or owner does not match";
+    return nullptr;
+  }
+  void* base = ::mmap(nullptr, bytes, prot, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    error = std::string("mmap ") + what + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  return base;
+}
+
 // ---- shared payloads: the outbox ------------------------------------------
 //
 // A payload that several sends repeat (fw::Move::shared_payload: the direct
@@ -317,17 +347,8 @@ class PeerOutbox {
   }
 
   static std::shared_ptr<PeerOutbox> map(int fd, size_t bytes, std::string& error) {
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes || st.st_uid != ::geteuid()) {
-      error = "outbox size or owner does not match";
-      return nullptr;
-    }
-    void* base = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) {
-      error = std::string("mmap outbox: ") + std::strerror(errno);
-      return nullptr;
-    }
-    return std::make_shared<PeerOutbox>(base, bytes);
+    void* base = map_peer_memfd(fd, bytes, PROT_READ, "outbox", error);
+    return base != nullptr ? std::make_shared<PeerOutbox>(base, bytes) : nullptr;
   }
 
  private:
@@ -340,10 +361,9 @@ class Outbox {
   // nullptr when the memfd cannot be made: every send then uses the rings.
   static std::shared_ptr<Outbox> create(size_t bytes) {
     bytes = (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
-    UniqueFd fd(static_cast<int>(::syscall(SYS_memfd_create, "accl-shm-outbox", MFD_CLOEXEC)));
-    if (!fd || ::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) return nullptr;
-    void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-    if (base == MAP_FAILED) return nullptr;
+    void* base = nullptr;
+    UniqueFd fd = create_shared_memfd("accl-shm-outbox", bytes, base);
+    if (!fd) return nullptr;
     return std::make_shared<Outbox>(std::move(fd), static_cast<std::byte*>(base), bytes);
   }
 
@@ -506,26 +526,16 @@ class DirectGate {
 
   // Ours: nullptr when the memfd cannot be made (no window is then offered).
   static std::shared_ptr<DirectGate> create() {
-    UniqueFd fd(static_cast<int>(::syscall(SYS_memfd_create, "accl-shm-gate", MFD_CLOEXEC)));
-    if (!fd || ::ftruncate(fd.get(), static_cast<off_t>(kBytes)) != 0) return nullptr;
-    void* base = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-    if (base == MAP_FAILED) return nullptr;
+    void* base = nullptr;
+    UniqueFd fd = create_shared_memfd("accl-shm-gate", kBytes, base);
+    if (!fd) return nullptr;
     new (base) Page{};
     return std::make_shared<DirectGate>(std::move(fd), base);
   }
   // A peer's, passed with its hello.
   static std::shared_ptr<DirectGate> map(int fd, std::string& error) {
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != kBytes || st.st_uid != ::geteuid()) {
-      error = "gate size or owner does not match";
-      return nullptr;
-    }
-    void* base = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) {
-      error = std::string("mmap gate: ") + std::strerror(errno);
-      return nullptr;
-    }
-    return std::make_shared<DirectGate>(UniqueFd(), base);
+    void* base = map_peer_memfd(fd, kBytes, PROT_READ | PROT_WRITE, "gate", error);
+    return base != nullptr ? std::make_shared<DirectGate>(UniqueFd(), base) : nullptr;
   }
 
   DirectGate(UniqueFd fd, void* base) : fd_(std::move(fd)), base_(base), page_(*static_cast<Page*>(base)) {}
@@ -617,22 +627,23 @@ class DirectGrants {
 
   void record(Grant g) {
     std::lock_guard lock(mutex_);
-    // A grant for the same transfer and address replaces the earlier one
-    // (a staged receive grants one scratch window piece after piece).
-    Grant* slot = nullptr;
-    for (Grant& e : grants_)
-      if (e.gate && same_transfer(e, g.peer, g.ctx, g.rid, g.vaddr, g.host)) slot = &e;
+    // Where it goes: over a grant for the same transfer and address (a staged
+    // receive grants one scratch window piece after piece), else into a free
+    // entry, else over the oldest grant.
+    Grant* same = nullptr;
+    Grant* free = nullptr;
+    Grant* oldest = nullptr;
     for (Grant& e : grants_) {
-      if (slot != nullptr) break;
-      if (!e.gate) slot = &e;
-    }
-    if (slot == nullptr) {  // full: forget the oldest
-      slot = &grants_[0];
-      for (Grant& e : grants_)
-        if (e.stamp < slot->stamp) slot = &e;
+      if (!e.gate) {
+        if (free == nullptr) free = &e;
+      } else if (same_transfer(e, g.peer, g.ctx, g.rid, g.vaddr, g.host)) {
+        same = &e;
+      } else if (oldest == nullptr || e.stamp < oldest->stamp) {
+        oldest = &e;
+      }
     }
     g.stamp = ++stamp_;
-    *slot = std::move(g);
+    *(same != nullptr ? same : free != nullptr ? free : oldest) = std::move(g);
   }
 
   // The grant for data message `h` to `peer`, removed from the table.
@@ -1300,41 +1311,37 @@ class InboundRing {
     uint32_t magic = 0;
     std::memcpy(&magic, data_ + tail % ring_bytes_, sizeof magic);
     if (magic == kSharedMagic) {
-      take_shared(tail);
+      take_shared(tail);  // copies out of the outbox before it releases the descriptor
       return;
     }
+    const abi::WireHeader& h = current_.header;
+    DirectDataDescriptor direct{};
     if (magic == kGrantMagic) {
       DirectGrantDescriptor d{};
       std::memcpy(&d, data_ + tail % ring_bytes_, sizeof d);
-      const abi::WireHeader& h = current_.header;
       // Recorded before the firmware hears of the grant, so its data finds it.
       if (direct_.grants != nullptr && h.count == 0)
         direct_.grants->record({from_, direct_.pid, direct_.slot, h.ctx, h.rid, h.vaddr, h.host, d.address, d.bytes,
                                 d.epoch, direct_.gate, 0});
     } else if (magic == kDirectMagic) {
-      // The payload is in the window already: nothing to copy.
-      DirectDataDescriptor d{};
-      std::memcpy(&d, data_ + tail % ring_bytes_, sizeof d);
-      tail += sizeof d;
-      release(tail);
-      current_.dst = sink_.begin_message(from_, current_.header, current_.ticket);
-      if (current_.dst != nullptr && reinterpret_cast<uintptr_t>(current_.dst) != d.address) {
-        ACCL_LOG_ERROR("shm: link from {} wrote a payload of {} bytes directly at 0x{:x}, but its window is at {}",
-                       format_address(from_), current_.header.count, d.address, static_cast<void*>(current_.dst));
-        current_.status = abi::kLinkError;
-      }
-      current_.got = current_.header.count;
-      return;
+      std::memcpy(&direct, data_ + tail % ring_bytes_, sizeof direct);
     } else {
       ACCL_LOG_ERROR("shm: link from {} sent a frame of unknown kind 0x{:x}", format_address(from_), magic);
       current_.status = abi::kLinkError;
     }
-    // A grant (or an unknown frame): the header alone is the message.
     tail += 64;
     release(tail);
-    current_.dst = sink_.begin_message(from_, current_.header, current_.ticket);
-    if (current_.header.count != 0) {
-      current_.got = current_.header.count;  // a grant has no payload; anything else is malformed
+    current_.dst = sink_.begin_message(from_, h, current_.ticket);
+    // No payload follows in the ring: a direct write put it in the window
+    // already, a grant has none, and anything else is malformed.
+    current_.got = h.count;
+    if (magic == kDirectMagic) {
+      if (current_.dst != nullptr && reinterpret_cast<uintptr_t>(current_.dst) != direct.address) {
+        ACCL_LOG_ERROR("shm: link from {} wrote a payload of {} bytes directly at 0x{:x}, but its window is at {}",
+                       format_address(from_), h.count, direct.address, static_cast<void*>(current_.dst));
+        current_.status = abi::kLinkError;
+      }
+    } else if (h.count != 0) {
       current_.status = abi::kLinkError;
     }
   }

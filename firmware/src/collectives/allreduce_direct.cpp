@@ -47,11 +47,7 @@ bool plan_allreduce_direct(const CollArgs& args, uint32_t round, Round& out) {
     return true;
   }
   if (round > P) return false;
-  for (uint32_t i = 1; i < P; ++i) {
-    const uint32_t from = ring_sub(r, i, P);
-    out.recv(from, chunk(args.dst, from), len);
-  }
-  for (uint32_t i = 1; i < P; ++i) out.send(ring_add(r, i, P), chunk(args.dst, r), len);
+  direct_allgather_round(args, 0, out);  // rank q holds chunk q
   return true;
 }
 

@@ -39,14 +39,7 @@ bool plan_ring_reduce_scatter_and(bool direct_allgather, const CollArgs& args, u
     return true;
   }
   if (direct_allgather) {
-    // Rank q ends the reduce-scatter holding chunk q + 1.
-    for (uint32_t i = 1; i < P; ++i) {
-      const uint32_t from = ring_sub(r, i, P);
-      const Chunk c = split_chunk(args.count, P, ring_add(from, 1, P));
-      out.recv(from, buf_at(args.dst, c.begin), c.len);
-    }
-    const Chunk own = split_chunk(args.count, P, next);
-    for (uint32_t i = 1; i < P; ++i) out.send(ring_add(r, i, P), buf_at(args.dst, own.begin), own.len);
+    direct_allgather_round(args, 1, out);  // rank q ends the reduce-scatter holding chunk q + 1
     return true;
   }
   const uint32_t s = round - steps;
@@ -58,6 +51,18 @@ bool plan_ring_reduce_scatter_and(bool direct_allgather, const CollArgs& args, u
 }
 
 }  // namespace
+
+void direct_allgather_round(const CollArgs& args, uint32_t shift, Round& out) {
+  const uint32_t P = args.P;
+  const uint32_t r = args.rank;
+  for (uint32_t i = 1; i < P; ++i) {
+    const uint32_t from = ring_sub(r, i, P);
+    const Chunk c = split_chunk(args.count, P, ring_add(from, shift, P));
+    out.recv(from, buf_at(args.dst, c.begin), c.len);
+  }
+  const Chunk own = split_chunk(args.count, P, ring_add(r, shift, P));
+  for (uint32_t i = 1; i < P; ++i) out.send(ring_add(r, i, P), buf_at(args.dst, own.begin), own.len);
+}
 
 bool plan_allreduce_ring(const CollArgs& args, uint32_t round, Round& out) {
   return plan_ring_reduce_scatter_and(false, args, round, out);

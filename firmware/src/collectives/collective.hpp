@@ -99,6 +99,10 @@ bool plan_reduce_chain(const CollArgs& args, uint32_t round, Round& out);
 bool plan_allreduce_ring(const CollArgs& args, uint32_t round, Round& out);
 // The ring's reduce-scatter, then a direct allgather of the chunks.
 bool plan_allreduce_ring_direct(const CollArgs& args, uint32_t round, Round& out);
+// One direct allgather round over the P chunks of args.dst (split_chunk),
+// where rank q holds chunk (q + shift) % P: every other rank's chunk is
+// received in place, ours is sent to all (one payload for all those sends).
+void direct_allgather_round(const CollArgs& args, uint32_t shift, Round& out);
 // Direct reduce-scatter + direct allgather (few ranks).
 bool plan_allreduce_direct(const CollArgs& args, uint32_t round, Round& out);
 // P equal chunks, 3 ranks or more, and all transfers of a round fit one round.

@@ -172,6 +172,12 @@ uint32_t tuning(Fw& fw, uint32_t offset, uint32_t fallback) {
   return v == 0 ? fallback : v;
 }
 
+// FNV-1a over the 4 bytes of `w`, little end first.
+constexpr uint32_t fnv1a_word(uint32_t h, uint32_t w) {
+  for (uint32_t b = 0; b < 4; ++b) h = (h ^ ((w >> (8 * b)) & 0xFFu)) * 16777619u;
+  return h;
+}
+
 // Everything about a collective that must be equal on all ranks for the
 // ranks to exchange the same messages, folded into one nonzero word
 // (FNV-1a): kind, count, root (rooted kinds), reduce function and its
@@ -195,15 +201,12 @@ uint32_t collective_signature(Fw& fw, const Decoded& d) {
       d.compression & abi::kEthCompressed,
   };
   uint32_t h = 2166136261u;
-  for (uint32_t w : words) {
-    for (uint32_t b = 0; b < 4; ++b) h = (h ^ ((w >> (8 * b)) & 0xFFu)) * 16777619u;
-  }
+  for (uint32_t w : words) h = fnv1a_word(h, w);
   return h == 0 ? 1u : h;
 }
 
 uint32_t signature_with_algorithm(uint32_t signature, uint32_t algorithm) {
-  uint32_t h = signature;
-  for (uint32_t b = 0; b < 4; ++b) h = (h ^ ((algorithm >> (8 * b)) & 0xFFu)) * 16777619u;
+  const uint32_t h = fnv1a_word(signature, algorithm);
   return h == 0 ? 1u : h;
 }
 
