@@ -221,7 +221,11 @@ bool EmuDevice::run_passes(unsigned max_passes, bool& progressed, uint64_t& seen
   if (!lock.owns_lock() || doorbell_.stopped()) return false;
   for (unsigned i = 0; i < max_passes; ++i) {
     seen = doorbell_.epoch();
-    progressed = program_->poll().progressed;
+    const fw::ControlProgram::PollResult pass = program_->poll();
+    // A drained pass counts as the idle pass that would follow it: nothing
+    // is left for a pass begun at `seen`, and whatever is queued after it
+    // rings the doorbell. An eager send then takes one pass, not two.
+    progressed = pass.progressed && !pass.drained;
     if (!progressed) break;
   }
   idle_pass_epoch_.store(progressed ? kNoIdlePass : seen, std::memory_order_release);
@@ -258,8 +262,9 @@ CallId EmuDevice::start(const CallWords& call, std::span<const CallId> waitfor) 
   if (program_ == nullptr) return calls_.start(call, waitfor);
   const CallId id = calls_.start(call, waitfor, /*ring_doorbell=*/false);
   // Run the call right here as far as it goes without a peer (a nop, an
-  // eager send or a local copy completes; a receive gets posted). Two passes:
-  // the second tells whether the first left anything to do. Only then does
+  // eager send or a local copy completes; a receive gets posted). Up to two
+  // passes: the second tells whether the first left anything to do, unless
+  // the first ended with nothing in flight (drained). Only then does
   // the firmware thread need a wake-up (or when another thread holds the
   // firmware and might not see the new call before it stops).
   // Driving meanwhile: rings from these passes need no firmware wake-up

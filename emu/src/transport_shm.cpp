@@ -41,6 +41,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <time.h>
 
 #include <array>
 #include <climits>
@@ -57,7 +58,7 @@ namespace {
 using namespace transport_detail;
 
 constexpr uint32_t kRingMagic = 0x474E4952;  // "RING"
-constexpr uint32_t kRingVersion = 1;
+constexpr uint32_t kRingVersion = 2;
 constexpr size_t kControlBytes = 4096;
 constexpr size_t kPageBytes = 4096;  // rings are whole pages (so every 64-byte slot is whole too)
 constexpr size_t kMinRingBytes = size_t{64} << 10;
@@ -67,6 +68,15 @@ constexpr size_t kMaxRingBytes = size_t{1} << 30;
 constexpr auto kSleepSlice = std::chrono::milliseconds(100);
 // How often a sender looks at the control socket for a dead receiver.
 constexpr auto kLivenessCheck = std::chrono::milliseconds(1);
+
+// CLOCK_MONOTONIC_COARSE, in ns: a quarter of the cost of steady_clock on
+// every send, and its few milliseconds of granularity suit the liveness
+// check's interval.
+int64_t coarse_now_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
 // How long a reader thread that sends sleeps between polls of its own
 // process's inbound rings while it waits for room (ShmLink::wait_space).
 constexpr auto kReaderSendSlice = std::chrono::microseconds(100);
@@ -94,7 +104,11 @@ struct RingControl {
   alignas(64) std::atomic<uint64_t> tail;  // bytes released by the consumer
   std::atomic<uint32_t> space_futex;       // bumped to wake the producer
   std::atomic<uint32_t> producer_sleeping;
-  std::atomic<uint32_t> consumer_state;    // ConsumerState
+
+  // Apart from tail: the producer reads it on every send, and the line stays
+  // shared in both caches because it changes only when the consumer closes.
+  // (On tail's line each read would pull the line from the consumer's core.)
+  alignas(64) std::atomic<uint32_t> consumer_state;  // ConsumerState
 };
 static_assert(sizeof(RingControl) <= kControlBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
@@ -932,9 +946,9 @@ class ShmLink final : public Link {
         abort_link(w == Wait::timeout ? "send timed out mid-message" : "link closed mid-message");
         return abi::kLinkError;
       }
-      const size_t free = ring_bytes_ - (pos - ctl_.tail.load(std::memory_order_acquire));
       const size_t contiguous = ring_bytes_ - pos % ring_bytes_;
-      const size_t piece = std::min({free, contiguous, count - offset, max_piece_});
+      const size_t want = std::min({contiguous, count - offset, max_piece_});
+      const size_t piece = std::min(free_space(pos, want), want);
       if (uint32_t err = payload.write(data_ + pos % ring_bytes_, offset, piece)) {
         if (!published) return err;  // the header was never published
         abort_link("payload writer failed mid-message");
@@ -1013,14 +1027,26 @@ class ShmLink final : public Link {
 
   bool receiver_gone() {
     if (ctl_.consumer_state.load(std::memory_order_acquire) != kConsumerOpen) return true;
-    auto now = Clock::now();
-    if (now - last_liveness_check_ < kLivenessCheck) return false;
-    last_liveness_check_ = now;
+    const int64_t now = coarse_now_ns();
+    if (now - last_liveness_check_ns_ < std::chrono::nanoseconds(kLivenessCheck).count()) return false;
+    last_liveness_check_ns_ = now;
     return peer_hung_up(control_fd_.get());
   }
 
+  // Bytes free from `pos` on. The consumer's tail is read only when the
+  // last value seen leaves too little room: with a roomy ring most sends
+  // never touch the tail's cache line, which the consumer keeps writing.
+  size_t free_space(uint64_t pos, size_t need) {
+    size_t free = ring_bytes_ - (pos - seen_tail_);
+    if (free < need) {
+      seen_tail_ = ctl_.tail.load(std::memory_order_acquire);
+      free = ring_bytes_ - (pos - seen_tail_);
+    }
+    return free;
+  }
+
   Wait wait_space(uint64_t pos, size_t need, Clock::time_point deadline) {
-    auto ready = [&] { return ring_bytes_ - (pos - ctl_.tail.load(std::memory_order_acquire)) >= need; };
+    auto ready = [&] { return free_space(pos, need) >= need; };
     if (ready()) return Wait::ready;
     // The receiver may be a host thread sending to us just the same (the
     // exchanges of an allreduce): consuming its messages meanwhile frees its
@@ -1090,7 +1116,8 @@ class ShmLink final : public Link {
   const NetAddress peer_;
   const std::chrono::microseconds spin_;
   uint64_t head_ = 0;  // guarded by send_mutex_
-  Clock::time_point last_liveness_check_{};  // guarded by send_mutex_
+  uint64_t seen_tail_ = 0;  // guarded by send_mutex_; the consumer's tail as last read (free_space)
+  int64_t last_liveness_check_ns_ = 0;  // guarded by send_mutex_; coarse_now_ns()
   std::atomic<bool> broken_{false};
   std::atomic<bool> closing_{false};
 };

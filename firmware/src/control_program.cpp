@@ -232,7 +232,10 @@ void start_call(Fw& fw, const Call& c) {
   uint32_t slot = 0;
   while (fw.st.calls[slot].used) ++slot;  // the caller checked that a slot is free
   CallSlot& call = fw.st.calls[slot];
-  zero_bytes(&call, sizeof(call));
+  // Everything but the op table starts at zero; ops are zeroed one by one as
+  // a step adds them (the table is most of the slot, and a send uses one op).
+  zero_bytes(&call, offsetof(CallSlot, ops));
+  zero_bytes(&call.args, sizeof(CallSlot) - offsetof(CallSlot, args));
   call.used = true;
   call.collective = is_collective(d.scenario);
   call.id = c.id;
@@ -323,9 +326,23 @@ uint64_t expire_calls(Fw& fw) {
 ControlProgram::PollResult one_pass(Fw& fw) {
   const uint64_t work_before = fw.st.work_counter;
   Call call;
-  while (fw.st.ncalls < kMaxCalls && fw.dp.pop_call(call)) start_call(fw, call);
+  bool calls_emptied = false;
+  while (fw.st.ncalls < kMaxCalls) {
+    if (!fw.dp.pop_call(call)) {
+      calls_emptied = true;
+      break;
+    }
+    start_call(fw, call);
+  }
   Arrival arrival;
-  while (!arrivals_full(fw) && fw.dp.pop_arrival(arrival)) ingest_arrival(fw, arrival);
+  bool arrivals_emptied = false;
+  while (!arrivals_full(fw)) {
+    if (!fw.dp.pop_arrival(arrival)) {
+      arrivals_emptied = true;
+      break;
+    }
+    ingest_arrival(fw, arrival);
+  }
   if (arrivals_full(fw) != fw.st.arrivals_full_reported) {
     // Full: further arrivals stay queued in the data plane until receives
     // consume some; if none can, calls end at their deadline.
@@ -346,7 +363,8 @@ ControlProgram::PollResult one_pass(Fw& fw) {
     fw.st.passes_unchecked = 0;
     fw.st.nearest_deadline_ns = expire_calls(fw);
   }
-  return ControlProgram::PollResult{fw.st.work_counter != work_before, fw.st.nearest_deadline_ns};
+  return ControlProgram::PollResult{fw.st.work_counter != work_before, fw.st.nearest_deadline_ns,
+                                   calls_emptied && arrivals_emptied && fw.st.ncalls == 0};
 }
 
 void run_loop(Fw& fw) {

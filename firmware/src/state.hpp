@@ -8,6 +8,7 @@
 
 #include <accl/abi.hpp>
 #include <accl_fw/dataplane.hpp>
+#include <stddef.h>
 #include <stdint.h>
 
 namespace accl::fw::impl {
@@ -182,6 +183,9 @@ struct CallSlot {
   uint32_t signature;          // collectives: see kHdrWordSignature
   bool signature_mismatch;     // a peer's message had another signature: notify all members
 };
+// start_call zeroes a slot around its op table: nothing may sit between the
+// table and args.
+static_assert(offsetof(CallSlot, args) - (offsetof(CallSlot, ops) + sizeof(CallSlot::ops)) < alignof(CollArgs));
 
 enum class SeqState : uint8_t { unchecked = 0, ok, error };
 

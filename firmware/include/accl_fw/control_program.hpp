@@ -40,6 +40,10 @@ class ControlProgram {
     // check deadlines only now and then: a deadline already past means
     // "poll again", the pass that checks ends the call.
     uint64_t next_deadline_ns;
+    // No call is left in flight and the pass emptied the call and arrival
+    // queues: another pass would find nothing to do until something new is
+    // queued (the data plane's producers signal that themselves).
+    bool drained;
   };
   // Power-on initialisation only (what run() does first).
   void power_on();
