@@ -71,6 +71,9 @@ class FakeCclo final : public DataPlane {
   std::optional<uint32_t> wait(uint64_t id, std::chrono::milliseconds timeout = std::chrono::seconds(10));
   uint32_t call(const CallWords& words);  // submit + wait (returns 0xDEADBEEF on timeout)
   void inject(const Arrival& arrival);    // as if the data plane had received it
+  // One pass of the control program, for tests that drive it by hand: only
+  // after stop() (or before start()), never beside the program's thread.
+  ControlProgram::PollResult poll_once() { return program_->poll(); }
 
   uint32_t xmem(uint32_t offset) const { return xmem_[offset / 4].load(); }
   void set_xmem(uint32_t offset, uint32_t value) { xmem_[offset / 4].store(value); }

@@ -144,6 +144,52 @@ TEST(FirmwareP2P, EagerSegmentsAndSequenceNumbers) {
   EXPECT_EQ(seq_word(f[1], 0, abi::kRankInboundSeq), 12u);
 }
 
+// A pass reports drained only when nothing is left in flight and it
+// emptied the call and arrival queues: the emulator then skips the idle pass
+// it would otherwise run to learn that (one pass per eager send, not two).
+TEST(FirmwarePoll, APassIsDrainedOnlyWithNothingInFlight) {
+  FakeFabric f(2);
+  f.configure();
+  f[0].stop();  // passes by hand from here on
+  f[1].stop();
+
+  auto pass = f[1].poll_once();
+  EXPECT_FALSE(pass.progressed);
+  EXPECT_TRUE(pass.drained);
+
+  const uint64_t r = f[1].submit(recv(0, 4, 5));
+  pass = f[1].poll_once();  // posted, waiting for the sender
+  EXPECT_TRUE(pass.progressed);
+  EXPECT_FALSE(pass.drained);
+  pass = f[1].poll_once();
+  EXPECT_FALSE(pass.progressed);
+  EXPECT_FALSE(pass.drained);
+
+  const auto data = iota_from(40, 4);
+  f[0].write(kSrc, data);
+  const uint64_t s1 = f[0].submit(send(1, 4, 5));
+  const uint64_t s2 = f[0].submit(send(1, 4, 6));
+  pass = f[0].poll_once();  // both eager sends end in this pass
+  EXPECT_TRUE(pass.progressed);
+  EXPECT_TRUE(pass.drained);
+  EXPECT_EQ(f[0].wait(s1, 0ms), std::optional<uint32_t>(0));
+  EXPECT_EQ(f[0].wait(s2, 0ms), std::optional<uint32_t>(0));
+
+  // The receive ends; the message for tag 6 stays unmatched in the arrival
+  // table, which leaves nothing a pass could do: drained.
+  pass = f[1].poll_once();
+  EXPECT_TRUE(pass.progressed);
+  EXPECT_TRUE(pass.drained);
+  EXPECT_EQ(f[1].wait(r, 0ms), std::optional<uint32_t>(0));
+  EXPECT_EQ(f[1].read<int32_t>(kDst, 4), data);
+
+  // A call whose peer never answers keeps every pass undrained.
+  const uint64_t lone = f[1].submit(recv(0, 4, 7));
+  EXPECT_FALSE(f[1].poll_once().drained);
+  EXPECT_FALSE(f[1].poll_once().drained);
+  EXPECT_EQ(f[1].wait(lone, 0ms), std::nullopt);
+}
+
 TEST(FirmwareP2P, MatchesOldestMessageByTagAndSource) {
   FakeFabric f(2);
   f.configure();
