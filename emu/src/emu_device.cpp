@@ -222,10 +222,13 @@ bool EmuDevice::run_passes(unsigned max_passes, bool& progressed, uint64_t& seen
   for (unsigned i = 0; i < max_passes; ++i) {
     seen = doorbell_.epoch();
     const fw::ControlProgram::PollResult pass = program_->poll();
-    // A drained pass counts as the idle pass that would follow it: nothing
-    // is left for a pass begun at `seen`, and whatever is queued after it
-    // rings the doorbell. An eager send then takes one pass, not two.
-    progressed = pass.progressed && !pass.drained;
+    // A drained pass during which nothing rang counts as the idle pass that
+    // would follow it: nothing is left for a pass begun at `seen`, and
+    // whatever is queued later rings the doorbell. An eager send then takes
+    // one pass, not two. A ring during the pass (a freed RX buffer, say)
+    // needs the second pass, or leave_driving() would wake the firmware
+    // thread for it.
+    progressed = pass.progressed && !(pass.drained && doorbell_.epoch() == seen);
     if (!progressed) break;
   }
   idle_pass_epoch_.store(progressed ? kNoIdlePass : seen, std::memory_order_release);
