@@ -178,7 +178,8 @@ TEST(CollectiveSteps, AllreduceOnFewRanksGoesDirectFromHalfMiBChunks) {
     bool in_place;
     size_t reducing;  // reducing windows per rank
   };
-  for (const Case c : {Case{4, 4 * kChunk, false, 0}, Case{3, 3 * kChunk, false, 0},
+  // 4 * (kChunk + 100): direct, and the local combines end on a partial block.
+  for (const Case c : {Case{4, 4 * kChunk, false, 0}, Case{3, 3 * kChunk, false, 0}, Case{4, 4 * (kChunk + 100), false, 0},
                        Case{4, 4 * (kChunk - 1), false, 3}, Case{4, 4 * kChunk + 1, false, 3},
                        Case{4, 4 * kChunk, true, 0}}) {
     FakeFabric f(c.P, options);
