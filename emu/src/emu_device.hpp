@@ -167,6 +167,10 @@ class EmuDevice final : public Device, private DeliveryDriver {
   static constexpr unsigned kPassesPerDelivery = 16;
   // Delivers complete inbound messages on this thread (Transport::poll).
   bool poll_transports();
+  // A driving loop begins / ends on this thread: Transport::driver_enters /
+  // driver_leaves.
+  void driver_enters();
+  void driver_leaves();
   // This thread stops polling (it is about to block): Transport::end_polling.
   void end_polling();
 

@@ -297,6 +297,13 @@ class Transport {
   // The polling host thread is about to block: transport threads must take
   // over delivery now rather than when they notice the polls stopped.
   virtual void end_polling() {}
+  // A host thread begins / ends a loop that polls until its call completes
+  // or it blocks (EmuDevice::drive_until). While one runs, transport threads
+  // leave delivery to it however long it is off its core between polls
+  // (oversubscribed, it yields); end_polling() still hands over at once. The
+  // end starts the lease a poll would (the thread may poll again soon).
+  virtual void driver_enters() {}
+  virtual void driver_leaves() {}
   // The sink takes back a window it offered for direct writes
   // (Sink::direct_window) before its data arrived: returns once no peer
   // writes into any window of this CCLO any more and none will (direct

@@ -11,7 +11,10 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <string>
 #include <thread>
 
 namespace accl::emu::test {
@@ -122,6 +125,87 @@ TEST(ShmPoll, ReaderTakesOverWhenThePollsStop) {
   start_polling(p);  // a lease that nobody renews (and no end_polling)
   ASSERT_EQ(p.send(1, 64), 0u);
   ASSERT_TRUE(p.sink.wait_messages(1, 5000ms)) << "a parked reader did not resume after the lease";
+  EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
+}
+
+// A driving loop (EmuDevice::drive_until) keeps the readers parked however
+// long its thread is off its core between polls: oversubscribed it yields,
+// often for longer than a lease, and a reader taking over meanwhile would
+// only compete with it for a core. Once it leaves, the lease runs out as
+// after any poll; end_polling() hands over at once, driver or not.
+TEST(ShmPoll, ReadersStayParkedWhileADriverIsOffItsCore) {
+  ShmTuning tuning;
+  tuning.poll_lease = std::chrono::microseconds(1000);
+  PolledPair p(tuning);
+  ASSERT_NE(p.link, nullptr);
+  p.receiver->driver_enters();
+  start_polling(p);
+  ASSERT_EQ(p.send(0, 8), 0u);  // may still go to the reader (see above)
+  ASSERT_TRUE(poll_until(p, 1, 5000ms));
+  std::this_thread::sleep_for(50ms);  // fifty leases without a poll
+  ASSERT_EQ(p.send(1, 100), 0u);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(p.sink.message_count(), 1u) << "a reader took over from a driver that was only off its core";
+  ASSERT_TRUE(poll_until(p, 2, 5000ms));
+  EXPECT_EQ(p.taken().back().thread, std::this_thread::get_id());
+
+  p.receiver->driver_leaves();
+  ASSERT_EQ(p.send(2, 100), 0u);
+  ASSERT_TRUE(p.sink.wait_messages(3, 5000ms)) << "the reader did not take over after the driver left";
+  EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
+
+  p.receiver->driver_enters();
+  start_polling(p);
+  std::this_thread::sleep_for(20ms);
+  p.receiver->end_polling();  // the driver blocks
+  ASSERT_EQ(p.send(3, 100), 0u);
+  ASSERT_TRUE(p.sink.wait_messages(4, 5000ms)) << "the reader did not take over after end_polling()";
+  EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
+  p.receiver->driver_leaves();
+  for (const auto& m : p.sink.messages()) EXPECT_EQ(check_pattern(m.data, m.header.tag), std::string::npos);
+}
+
+// Voluntary context switches of this process's shm reader threads.
+uint64_t reader_thread_sleeps() {
+  uint64_t total = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (!std::getline(comm, name) || name != "accl-shm-rx") continue;
+    std::ifstream status(task.path() / "status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) total += std::stoull(line.substr(line.find(':') + 1));
+    }
+  }
+  return total;
+}
+
+// Parked readers leave the end of the lease to the transport's control
+// thread: while the lease runs they sleep through, instead of each waking
+// once per lease to look at the clock (1 ms here: about 300 wake-ups in
+// the window below before).
+TEST(ShmPoll, ParkedReadersSleepThroughARunningLease) {
+  ShmTuning tuning;
+  tuning.poll_lease = std::chrono::microseconds(1000);
+  PolledPair p(tuning);
+  ASSERT_NE(p.link, nullptr);
+  p.receiver->driver_enters();  // the lease cannot lapse, however slow this thread is
+  start_polling(p);
+  ASSERT_EQ(p.send(0, 8), 0u);
+  ASSERT_TRUE(poll_until(p, 1, 5000ms));
+  std::this_thread::sleep_for(20ms);  // the reader parks
+  const uint64_t before = reader_thread_sleeps();
+  const auto end = Clock::now() + 300ms;
+  while (Clock::now() < end) {
+    p.receiver->poll();
+    std::this_thread::sleep_for(200us);
+  }
+  const uint64_t sleeps = reader_thread_sleeps() - before;
+  EXPECT_LE(sleeps, 10u) << "parked readers woke up while the lease ran";
+  p.receiver->driver_leaves();
+  // The lease still ends: the reader takes over.
+  ASSERT_EQ(p.send(1, 100), 0u);
+  ASSERT_TRUE(p.sink.wait_messages(2, 5000ms)) << "a parked reader did not resume after the lease";
   EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
 }
 
