@@ -290,7 +290,6 @@ bool EmuDevice::test(CallId id) {
   // only when it sleeps: one that was woken may wait for a core that the
   // spinning pollers hold, and the call would wait with it.
   doorbell_.enter_driving();
-  driver_enters();
   uint64_t seen = doorbell_.epoch();
   const bool delivered = poll_transports();
   if (!delivered && idle_pass_would_repeat(seen)) {
@@ -308,7 +307,6 @@ bool EmuDevice::test(CallId id) {
     idle_pass = !progressed;
   }
   doorbell_.leave_driving(seen, pending, idle_pass);
-  driver_leaves();
   return calls_.test(id);
 }
 

@@ -4,6 +4,7 @@
 #include <accl_emu/emulator.hpp>
 
 #include "scoped_env.hpp"
+#include "thread_switches.hpp"
 
 #include <gtest/gtest.h>
 
@@ -59,27 +60,8 @@ std::set<std::string> thread_names() {
   return names;
 }
 
-// Voluntary context switches (the thread blocked and was woken) of this
-// process's threads named `name`, summed.
-long voluntary_switches(const std::string& name) {
-  long total = 0;
-  DIR* dir = ::opendir("/proc/self/task");
-  if (dir == nullptr) return -1;
-  while (const dirent* entry = ::readdir(dir)) {
-    if (entry->d_name[0] == '.') continue;
-    const std::string task = std::string("/proc/self/task/") + entry->d_name;
-    std::ifstream comm(task + "/comm");
-    std::string line;
-    if (!std::getline(comm, line) || line != name) continue;
-    std::ifstream status(task + "/status");
-    while (std::getline(status, line))
-      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) total += std::stol(line.substr(line.find(':') + 1));
-  }
-  ::closedir(dir);
-  return total;
-}
-
 using accl::test::ScopedEnv;
+using accl::test::voluntary_switches;
 
 TEST(EmuEndToEnd, DeviceFacts) {
   auto world = create_local_world(1, InitOptions{}, inproc());
@@ -286,6 +268,52 @@ TEST(EmuEndToEnd, OversubscribedWaitBlocksOnceTheYieldBudgetIsSpent) {
   // used the CPU for most of the 1.5 s.
   EXPECT_GT(cpu_ms, 10.0) << "the waiting thread did not drive its CCLO before it blocked";
   EXPECT_LT(cpu_ms, 300.0) << "the waiting thread kept yield-polling after the budget was spent";
+}
+
+// A rank that waits in slices (the PMPI layer: 1 ms at a time) and comes
+// straight back keeps its poll lease across them: its shm reader stays
+// parked and the waiting thread takes the messages that come in meanwhile.
+// (It used to end the polls with every slice: the reader, woken, took over,
+// the next message woke it again and it parked again, about two wake-ups
+// per message.)
+TEST(EmuEndToEnd, WaitSlicesThatRunOutLeaveTheShmReadersParked) {
+  ScopedEnv yield_budget("ACCL_EMU_YIELD_US", "10000000");  // yield-drive through every slice
+  auto world = create_local_world(2, InitOptions{}, oversubscribed(TransportKind::shm));
+  ACCL& a = *world[0];
+  ACCL& b = *world[1];
+  auto at_a = a.create_buffer<int32_t>(4);
+  auto at_b = b.create_buffer<int32_t>(4);
+  // One message b -> a first: a's inbound ring and its reader exist.
+  (*at_b)[0] = 11;
+  b.send(*at_b, 4, 0, 1);
+  a.recv(*at_a, 4, 1, 1);
+  ASSERT_EQ((*at_a)[0], 11);
+  auto request = a.recv(*at_a, 4, 1, 7, GLOBAL_COMM, false, dataType::none, /*run_async=*/true);
+  for (int i = 0; i < 20; ++i) ASSERT_FALSE(a.wait(request, std::chrono::milliseconds(1)));  // the reader parks
+  const long before = voluntary_switches("accl-shm-rx");
+  ASSERT_GE(before, 0);
+  constexpr int kSlices = 200;
+  constexpr int kMessages = 20;  // unexpected at a: tag 9
+  for (int i = 0; i < kSlices; ++i) {
+    if (i % (kSlices / kMessages) == 0) {
+      (*at_b)[0] = 100 + i;
+      b.send(*at_b, 4, 0, 9);
+    }
+    ASSERT_FALSE(a.wait(request, std::chrono::milliseconds(1)));
+  }
+  const long woken = voluntary_switches("accl-shm-rx") - before;
+  EXPECT_LT(woken, kMessages / 2) << "the shm readers were woken " << woken << " times for " << kMessages
+                                  << " messages in " << kSlices << " slices";
+  (*at_b)[0] = 22;
+  b.send(*at_b, 4, 0, 7);
+  bool completed = false;
+  for (int i = 0; i < 5000 && !completed; ++i) completed = a.wait(request, std::chrono::milliseconds(1));
+  ASSERT_TRUE(completed);
+  EXPECT_EQ((*at_a)[0], 22);
+  for (int i = 0; i < kMessages; ++i) {
+    a.recv(*at_a, 4, 1, 9);
+    EXPECT_EQ((*at_a)[0], 100 + i * (kSlices / kMessages));
+  }
 }
 
 // Small-message round trip through driver, call controller, firmware, data

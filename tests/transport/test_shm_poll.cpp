@@ -8,19 +8,18 @@
 #include "transport_test_util.hpp"
 
 #include "scoped_env.hpp"
+#include "thread_switches.hpp"
 
 #include <algorithm>
 #include <condition_variable>
-#include <filesystem>
-#include <fstream>
 #include <mutex>
-#include <string>
 #include <thread>
 
 namespace accl::emu::test {
 namespace {
 
 using accl::test::ScopedEnv;
+using accl::test::voluntary_switches;
 
 struct Delivery {
   uint32_t seed;
@@ -165,21 +164,6 @@ TEST(ShmPoll, ReadersStayParkedWhileADriverIsOffItsCore) {
   for (const auto& m : p.sink.messages()) EXPECT_EQ(check_pattern(m.data, m.header.tag), std::string::npos);
 }
 
-// Voluntary context switches of this process's shm reader threads.
-uint64_t reader_thread_sleeps() {
-  uint64_t total = 0;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string name;
-    if (!std::getline(comm, name) || name != "accl-shm-rx") continue;
-    std::ifstream status(task.path() / "status");
-    for (std::string line; std::getline(status, line);) {
-      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) total += std::stoull(line.substr(line.find(':') + 1));
-    }
-  }
-  return total;
-}
-
 // Parked readers leave the end of the lease to the transport's control
 // thread: while the lease runs they sleep through, instead of each waking
 // once per lease to look at the clock (1 ms here: about 300 wake-ups in
@@ -194,14 +178,15 @@ TEST(ShmPoll, ParkedReadersSleepThroughARunningLease) {
   ASSERT_EQ(p.send(0, 8), 0u);
   ASSERT_TRUE(poll_until(p, 1, 5000ms));
   std::this_thread::sleep_for(20ms);  // the reader parks
-  const uint64_t before = reader_thread_sleeps();
+  const long before = voluntary_switches("accl-shm-rx");
+  ASSERT_GE(before, 0);
   const auto end = Clock::now() + 300ms;
   while (Clock::now() < end) {
     p.receiver->poll();
     std::this_thread::sleep_for(200us);
   }
-  const uint64_t sleeps = reader_thread_sleeps() - before;
-  EXPECT_LE(sleeps, 10u) << "parked readers woke up while the lease ran";
+  const long sleeps = voluntary_switches("accl-shm-rx") - before;
+  EXPECT_LE(sleeps, 10) << "parked readers woke up while the lease ran";
   p.receiver->driver_leaves();
   // The lease still ends: the reader takes over.
   ASSERT_EQ(p.send(1, 100), 0u);
