@@ -287,15 +287,22 @@ void ReceiveSink::end_message(const NetAddress& from, const abi::WireHeader& h, 
       case kWindow: {
         auto it = in_flight_.find(t.token);
         if (it == in_flight_.end()) break;
-        if (it->second->lease->revoked()) {
+        const bool revoked = it->second->lease->revoked();
+        if (revoked) {
           // Its receive was abandoned (close_window) or the datapath reset:
           // nobody waits for this transfer, and what was not written is lost.
           ACCL_LOG_INFO("emulated CCLO: rendezvous data from {} (ctx {}, rid {}, {} bytes) arrived after its window "
                         "was closed; dropped",
                         to_string(from), h.ctx, h.rid, h.count);
-        } else if (it->second->generation == generation_) {
+        }
+        if (it->second->generation == generation_) {
+          // Reported even when dropped: the message took a sequence number,
+          // and the firmware must count it (a completion nobody waits for is
+          // then discarded there), or the next message from that peer looks
+          // like a gap (test CollectiveMismatch.NamedErrorNeverWrongData: the
+          // allreduce after an aborted one failed with PACK_SEQ_NUMBER_ERROR).
           a.kind = fw::ArrivalKind::rendezvous_done;
-          a.status = status != 0 ? (status | abi::kLinkError) : 0;
+          a.status = revoked ? abi::kDmaDecodeError : status != 0 ? (status | abi::kLinkError) : 0;
           push_arrival(a);
         }
         retire_in_flight(it);

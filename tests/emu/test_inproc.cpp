@@ -153,6 +153,9 @@ TEST(EmuInproc, ClosedWindowStopsAProducingSender) {
   EXPECT_EQ(std::count(back.begin(), back.begin() + written, 0x5A), written);
   EXPECT_EQ(std::count(back.begin() + written, back.end(), 0), static_cast<long>(kBytes) - written);
   fw::Arrival arrival;
+  ASSERT_TRUE(dp.pop_arrival(arrival));  // counted, with an error (EmuSink.ClosingAWindowInFlightRevokesIt)
+  EXPECT_EQ(arrival.kind, fw::ArrivalKind::rendezvous_done);
+  EXPECT_EQ(arrival.status, abi::kDmaDecodeError);
   EXPECT_FALSE(dp.pop_arrival(arrival));
   a->stop();
   b->stop();

@@ -372,8 +372,13 @@ TEST(EmuSink, ClosingAWindowInFlightRevokesIt) {
   EXPECT_TRUE(t.lease->revoked());
   EXPECT_FALSE(store_payload(t, dst, 2 * kPiece, ones.data(), kPiece));
   d->sink().end_message(kPeer, h, t, 0);
+  // Still reported, with an error, so that the firmware counts the message's
+  // sequence number (nobody waits for the completion; it is dropped there).
   fw::Arrival a;
-  EXPECT_FALSE(dp.pop_arrival(a)) << "nobody waits for a revoked transfer";
+  ASSERT_TRUE(dp.pop_arrival(a)) << "a revoked transfer's sequence number must still reach the firmware";
+  EXPECT_EQ(a.kind, fw::ArrivalKind::rendezvous_done);
+  EXPECT_EQ(a.status, abi::kDmaDecodeError);
+  EXPECT_FALSE(dp.pop_arrival(a));
   auto back = read_back<uint8_t>(*d, buf.address, kBytes);
   EXPECT_EQ(std::count(back.begin(), back.begin() + 2 * kPiece, 1), static_cast<long>(2 * kPiece));
   EXPECT_EQ(std::count(back.begin() + 2 * kPiece, back.end(), 0), static_cast<long>(kPiece));
@@ -485,6 +490,9 @@ TEST(EmuSink, WindowThatReducesOnLandingHoldsOperandPlusPayload) {
   EXPECT_FALSE(store_payload(t, dst, 4002, src + 4002, kBytes - 4002));
   d->sink().end_message(kPeer, h, t, 0);
   fw::Arrival a;
+  ASSERT_TRUE(dp.pop_arrival(a));  // counted, with an error (see ClosingAWindowInFlightRevokesIt)
+  EXPECT_EQ(a.kind, fw::ArrivalKind::rendezvous_done);
+  EXPECT_EQ(a.status, abi::kDmaDecodeError);
   EXPECT_FALSE(dp.pop_arrival(a));
   auto back = read_back<int32_t>(*d, result_buf.address, kElems);
   for (uint32_t i = 0; i < 1000; ++i) ASSERT_EQ(back[i], operand[i] + incoming[i]) << "element " << i;
