@@ -319,25 +319,15 @@ bool EmuDevice::idle_pass_would_repeat(uint64_t seen) {
 
 bool EmuDevice::poll_transports() {
   bool delivered = false;
-  for (auto* t : {&transports_.shm, &transports_.tcp, &transports_.udp, &transports_.inproc})
-    if (*t && (*t)->poll()) delivered = true;
+  transports_.for_each([&](Transport& t) { delivered = t.poll() || delivered; });
   return delivered;
 }
 
-void EmuDevice::driver_enters() {
-  for (auto* t : {&transports_.shm, &transports_.tcp, &transports_.udp, &transports_.inproc})
-    if (*t) (*t)->driver_enters();
-}
+void EmuDevice::driver_enters() { transports_.for_each([](Transport& t) { t.driver_enters(); }); }
 
-void EmuDevice::driver_leaves() {
-  for (auto* t : {&transports_.shm, &transports_.tcp, &transports_.udp, &transports_.inproc})
-    if (*t) (*t)->driver_leaves();
-}
+void EmuDevice::driver_leaves() { transports_.for_each([](Transport& t) { t.driver_leaves(); }); }
 
-void EmuDevice::end_polling() {
-  for (auto* t : {&transports_.shm, &transports_.tcp, &transports_.udp, &transports_.inproc})
-    if (*t) (*t)->end_polling();
-}
+void EmuDevice::end_polling() { transports_.for_each([](Transport& t) { t.end_polling(); }); }
 
 bool EmuDevice::wait(CallId id, std::chrono::nanoseconds timeout) {
   if (program_ == nullptr) return calls_.wait(id, timeout);

@@ -11,6 +11,7 @@
 
 #include <accl_emu/emulator.hpp>
 
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -23,6 +24,14 @@ struct TransportSet {
   std::unique_ptr<Transport> shm;
   std::unique_ptr<Transport> tcp;
   std::unique_ptr<Transport> udp;
+
+  // Calls f(Transport&) on each transport that runs (shared memory first:
+  // the one host threads poll most).
+  template <class F>
+  void for_each(F&& f) const {
+    for (const auto* t : {&shm, &tcp, &udp, &inproc})
+      if (*t) f(**t);
+  }
 };
 
 class LinkTable {
