@@ -7,9 +7,6 @@
 
 #include <accl/spin.hpp>
 
-#include <sched.h>
-#include <time.h>
-
 #include <cstdlib>
 #include <cstring>
 
@@ -183,35 +180,23 @@ void native_progress() {
 namespace {
 // One budget for all waits of the process (the emulator keeps one per kind
 // of wait): relaxed atomics, races only blur the heuristic.
-SpinBudget g_poll_spin{std::chrono::microseconds(50)};
+constexpr std::chrono::nanoseconds kPollSpinMax = std::chrono::microseconds(50);
+SpinBudget g_poll_spin{kPollSpinMax};
 }  // namespace
 
-PollPacer::PollPacer() : start_(std::chrono::steady_clock::now()), budget_(g_poll_spin.next()) {}
-
-PollPacer::~PollPacer() {
-  if (rounds_ == 0) return;  // done at once: says nothing about spinning
-  const bool early = !spun_out_ && (std::chrono::steady_clock::now() - start_) * 2 <= budget_;
-  if (early) g_poll_spin.spin_succeeded(budget_);
-  else g_poll_spin.spin_failed();
+void PollPacer::configure(unsigned host_ranks, unsigned cores) {
+  // With a core per rank a spin takes no core from anyone, but a few slow
+  // waits in a row (a timer interrupt, a page fault, the other rank
+  // preempted) halved the budget below the length of an ordinary wait, and
+  // from then on every wait spun out and yielded, until the next probe: 2
+  // ranks on 2 cores made 0.3 sched_yield calls per ping-pong round trip,
+  // each ~650 ns on a VM whose kernel makes a yield a full reschedule. The
+  // floor (a quarter of the maximum, as the emulator's driving spin) keeps
+  // short waits spinning; oversubscribed, the budget still falls to zero.
+  const bool own_core = host_ranks > 0 && host_ranks <= cores;
+  g_poll_spin.set_floor(own_core ? kPollSpinMax / 4 : std::chrono::nanoseconds(0));
 }
 
-void PollPacer::pause() {
-  ++rounds_;
-  if (!spun_out_) {
-    // Reading the clock every 16th round keeps its cost out of the spin.
-    if ((rounds_ & 15) != 0 || std::chrono::steady_clock::now() - start_ < budget_) {
-      cpu_relax();
-      return;
-    }
-    spun_out_ = true;
-  }
-  if (yields_ < 4096) {
-    ++yields_;
-    sched_yield();  // the emulator's threads share our cores
-  } else {
-    struct timespec ts = {0, 20000};
-    nanosleep(&ts, nullptr);
-  }
-}
+PollPacer::PollPacer() : accl::PollPacer(g_poll_spin) {}
 
 }  // namespace accl::pmpi

@@ -32,6 +32,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <thread>
 
 namespace accl::pmpi {
 
@@ -203,6 +204,7 @@ void start_device() {
   PMPI_Comm_split_type(st.private_comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host_comm);
   PMPI_Comm_size(host_comm, &host_ranks);
   PMPI_Comm_free(&host_comm);
+  PollPacer::configure(static_cast<unsigned>(host_ranks), std::thread::hardware_concurrency());
 
   try {
     if (st.s.device == "emu") {

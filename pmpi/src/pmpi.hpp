@@ -22,6 +22,7 @@
 #include <mpi.h>
 
 #include <accl/accl.hpp>
+#include <accl/spin.hpp>
 
 #include <array>
 #include <atomic>
@@ -357,30 +358,18 @@ template <typename F>
 void wait_until(F&& done);
 void native_progress();  // lets Open MPI progress its own pending traffic
 
-// Paces one poll loop (one wait): spin (PAUSE) while spinning pays, then
-// yield the core (more threads than cores: the emulator's threads and other
-// ranks may need it), then sleep. How long to spin adapts with the
-// emulator's policy (accl/spin.hpp SpinBudget, at most 50 us): a wait that
-// ends early in its spin doubles the budget, one that outlasts it halves it
-// down to zero, so 2 ranks on 2 cores hand messages back and forth without
-// giving the core away (a yield to an unrelated busy process costs a whole
-// time slice) while 4 ranks on 2 cores yield at once, as before. Every 64th
-// wait probes with the full budget.
-class PollPacer {
+// Paces one poll loop (one wait): accl/spin.hpp's PollPacer over the one
+// spin budget of this process (at most 50 us). A wait that ends early in its
+// spin keeps the budget, one that outlasts it halves it, down to zero when
+// ranks share cores (4 ranks on 2 cores yield at once) and down to a floor
+// when each rank has a core (configure()), so 2 ranks on 2 cores hand
+// messages back and forth without giving the core away. Every 64th wait
+// probes with the full budget.
+class PollPacer : public accl::PollPacer {
  public:
   PollPacer();
-  ~PollPacer();  // reports how the wait went
-  PollPacer(const PollPacer&) = delete;
-  PollPacer& operator=(const PollPacer&) = delete;
-  void pause();
-  unsigned rounds() const { return rounds_; }
-
- private:
-  std::chrono::steady_clock::time_point start_;
-  std::chrono::nanoseconds budget_;
-  unsigned rounds_ = 0;
-  unsigned yields_ = 0;
-  bool spun_out_ = false;
+  // Once the rank count of this host is known (init).
+  static void configure(unsigned host_ranks, unsigned cores);
 };
 
 // ---------------------------------------------------------------------------

@@ -22,7 +22,7 @@ void wait_until(F&& done) {
       progress_locked();
       if (done()) return;
     }
-    if ((pacer.rounds() & 15) == 15) native_progress();
+    if (pacer.native_progress_due()) native_progress();
     pacer.pause();
   }
 }

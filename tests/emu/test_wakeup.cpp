@@ -176,6 +176,88 @@ TEST(EmuWakeup, HostThreadsYieldWhileDrivingOnlyWhenOversubscribed) {
   EXPECT_EQ(driving_yield_budget(s, 4, 2), 0us);
 }
 
+// A clock the test moves by hand, for the poll pacer's policy.
+struct ManualClock {
+  using duration = std::chrono::nanoseconds;
+  using rep = duration::rep;
+  using period = duration::period;
+  using time_point = std::chrono::time_point<ManualClock>;
+  static constexpr bool is_steady = true;
+  static inline time_point current{};
+  static time_point now() { return current; }
+};
+using ManualPacer = BasicPollPacer<ManualClock>;
+
+// One wait of the PMPI layer's poll loops: spins while its budget lasts
+// (the clock is read every 16th round), then yields; a second progress
+// engine (Open MPI's) is driven every 16th round only once the wait spun out
+// or outlasted the grace period, so short waits never reach its yielding
+// idle loop.
+TEST(EmuWakeup, PollPacerSpinsThenYieldsAndDelaysNativeProgress) {
+  SpinBudget budget(50us);
+  {
+    ManualPacer pacer(budget);
+    for (int round = 1; round <= 64; ++round) {
+      EXPECT_EQ(pacer.pause(), ManualPacer::Step::spun) << "round " << round;
+      EXPECT_FALSE(pacer.native_progress_due()) << "round " << round << " of a 0 us wait";
+    }
+    ManualClock::current += ManualPacer::kNativeGrace;
+    int due = 0;
+    for (int round = 0; round < 32; ++round) {
+      EXPECT_EQ(pacer.pause(), ManualPacer::Step::spun);
+      due += pacer.native_progress_due() ? 1 : 0;
+    }
+    EXPECT_EQ(due, 2) << "past the grace period: every 16th round";
+    ManualClock::current += 50us;  // the budget is spent
+    ManualPacer::Step step = ManualPacer::Step::spun;
+    for (int round = 0; round < 16 && step == ManualPacer::Step::spun; ++round) step = pacer.pause();
+    EXPECT_EQ(step, ManualPacer::Step::yielded) << "the clock check of the 16th round ends the spin";
+  }
+  // That wait spun out and halved the budget; the next wait is the budget's
+  // probe with the full 50 us, and spins out too.
+  {
+    ManualPacer pacer(budget);
+    ManualClock::current += 50us;
+    ManualPacer::Step step = ManualPacer::Step::spun;
+    for (int round = 0; round < 16 && step == ManualPacer::Step::spun; ++round) step = pacer.pause();
+    EXPECT_EQ(step, ManualPacer::Step::yielded);
+    // Spun out: native progress is due every 16th round at once.
+    int due = 0;
+    for (int round = 0; round < 32; ++round) {
+      pacer.pause();
+      due += pacer.native_progress_due() ? 1 : 0;
+    }
+    EXPECT_EQ(due, 2);
+  }
+  // Two misses: 12.5 us. A wait that ends early in its spin doubles it.
+  EXPECT_EQ(budget.next(), 12500ns);
+  {
+    ManualPacer pacer(budget);
+    pacer.pause();
+    ManualClock::current += 1us;
+  }
+  EXPECT_EQ(budget.next(), 25us);
+}
+
+// A floor set after construction (the PMPI layer learns only in MPI_Init
+// whether each rank has a core) holds from then on and lifts a collapsed
+// budget at once; setting it back to zero lets the budget collapse again.
+TEST(EmuWakeup, SpinBudgetFloorCanBeSetLater) {
+  SpinBudget budget(50us);
+  for (int i = 0; i < 20; ++i) budget.spin_failed();
+  budget.set_floor(12500ns);
+  for (int i = 0; i < 64; ++i) EXPECT_GE(budget.next(), 12500ns) << "wait " << i;
+  for (int i = 0; i < 20; ++i) budget.spin_failed();
+  for (int i = 0; i < 64; ++i) EXPECT_GE(budget.next(), 12500ns) << "wait " << i << " after misses";
+  budget.set_floor(200us);  // above the maximum: clamped to it
+  EXPECT_EQ(budget.next(), 50us);
+  budget.set_floor(0ns);
+  for (int i = 0; i < 20; ++i) budget.spin_failed();
+  int spins = 0;
+  for (int i = 0; i < 63; ++i) spins += budget.next() > 0ns ? 1 : 0;
+  EXPECT_LE(spins, 1) << "without a floor a collapsed budget only probes";
+}
+
 // With a core per process the driving budget keeps a floor: the slow first
 // calls (link set-up) must not collapse it to zero for the rest of the run.
 // Oversubscribed, it still collapses (spinning steals the peer's core).

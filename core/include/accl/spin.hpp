@@ -6,6 +6,9 @@
 // core away while 4+ ranks on 2 cores stop spinning in vain.
 #pragma once
 
+#include <sched.h>
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -41,6 +44,13 @@ class SpinBudget {
   // `floor`: the budget never drops below it (0: down to blocking at once).
   explicit SpinBudget(std::chrono::nanoseconds max, std::chrono::nanoseconds floor = std::chrono::nanoseconds(0))
       : max_(max.count()), floor_(std::min(floor.count(), max.count())), budget_(max.count()) {}
+  // Changes the floor (e.g. once it is known whether this process has a core
+  // of its own); the current budget is raised to it.
+  void set_floor(std::chrono::nanoseconds floor) {
+    const int64_t f = std::min(floor.count(), max_);
+    floor_.store(f, std::memory_order_relaxed);
+    if (budget_.load(std::memory_order_relaxed) < f) budget_.store(f, std::memory_order_relaxed);
+  }
   // Budget for the next wait.
   std::chrono::nanoseconds next() {
     int64_t b = budget_.load(std::memory_order_relaxed);
@@ -53,14 +63,95 @@ class SpinBudget {
   }
   void spin_failed() {
     int64_t b = budget_.load(std::memory_order_relaxed) / 2;
-    budget_.store(std::max(floor_, b < 500 ? int64_t{0} : b), std::memory_order_relaxed);
+    budget_.store(std::max(floor_.load(std::memory_order_relaxed), b < 500 ? int64_t{0} : b),
+                  std::memory_order_relaxed);
   }
 
  private:
   const int64_t max_;
-  const int64_t floor_;
+  std::atomic<int64_t> floor_;  // relaxed, like budget_
   std::atomic<int64_t> budget_;  // relaxed: a heuristic, races only blur it
   std::atomic<uint32_t> waits_{0};
 };
+
+// Paces one poll loop (one wait) with a SpinBudget: spin (PAUSE) while the
+// budget lasts, then yield the core (more threads than cores: the emulator's
+// threads and other ranks may need it) for up to 4096 rounds, then sleep
+// 20 us per round. Destroying the pacer reports the wait to the budget: a
+// wait that ended in the first half of its spin succeeded, any other missed.
+// pause() says which of the three it did; `Clock` is a template parameter so
+// tests can drive the policy with a clock of their own.
+template <typename Clock = std::chrono::steady_clock>
+class BasicPollPacer {
+ public:
+  enum class Step { spun, yielded, slept };
+  // How long a wait runs before native_progress_due() may say yes, unless it
+  // spun out earlier. Short waits leave a second progress engine (Open MPI's,
+  // for the PMPI layer) alone: with yield_when_idle, which mpirun
+  // --oversubscribe turns on, an idle opal_progress() calls sched_yield(),
+  // ~650 ns on some kernels, and a ping-pong receive met one in about every
+  // round trip. Whoever needs that progress waits at most this much longer.
+  static constexpr std::chrono::microseconds kNativeGrace{20};
+
+  explicit BasicPollPacer(SpinBudget& budget) : spin_(budget), start_(Clock::now()), budget_(budget.next()) {}
+  ~BasicPollPacer() {
+    if (rounds_ == 0) return;  // done at once: says nothing about spinning
+    const bool early = !spun_out_ && (Clock::now() - start_) * 2 <= budget_;
+    if (early) spin_.spin_succeeded(budget_);
+    else spin_.spin_failed();
+  }
+  BasicPollPacer(const BasicPollPacer&) = delete;
+  BasicPollPacer& operator=(const BasicPollPacer&) = delete;
+
+  Step pause() {
+    ++rounds_;
+    if (!spun_out_) {
+      // Reading the clock every 16th round keeps its cost out of the spin.
+      if ((rounds_ & 15) != 0 || Clock::now() - start_ < budget_) {
+        cpu_relax();
+        return Step::spun;
+      }
+      spun_out_ = true;
+    }
+    if (yields_ < kYieldRounds) {
+      ++yields_;
+      yield_core();
+      return Step::yielded;
+    }
+    sleep_briefly();
+    return Step::slept;
+  }
+  unsigned rounds() const { return rounds_; }
+  // Whether this round of the loop should also drive another progress
+  // engine: every 16th round, once the wait spun out or outlasted kNativeGrace.
+  bool native_progress_due() const {
+    return (rounds_ & 15) == 15 && (spun_out_ || Clock::now() - start_ >= kNativeGrace);
+  }
+
+ private:
+  static constexpr unsigned kYieldRounds = 4096;
+  static void yield_core();
+  static void sleep_briefly();
+
+  SpinBudget& spin_;
+  typename Clock::time_point start_;
+  std::chrono::nanoseconds budget_;
+  unsigned rounds_ = 0;
+  unsigned yields_ = 0;
+  bool spun_out_ = false;
+};
+
+template <typename Clock>
+void BasicPollPacer<Clock>::yield_core() {
+  sched_yield();
+}
+
+template <typename Clock>
+void BasicPollPacer<Clock>::sleep_briefly() {
+  struct timespec ts = {0, 20000};
+  nanosleep(&ts, nullptr);
+}
+
+using PollPacer = BasicPollPacer<>;
 
 }  // namespace accl
