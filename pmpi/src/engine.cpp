@@ -168,21 +168,25 @@ void engine_teardown() {
   g_limited_in_use = 0;
 }
 
-void native_progress() {
-  State& st = state();
-  if (st.private_comm == MPI_COMM_NULL) return;
-  int flag = 0;
-  // Any MPI call drives Open MPI's progress engine; an Iprobe on our private
-  // communicator (which never carries user traffic) is the cheapest one.
-  PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, st.private_comm, &flag, MPI_STATUS_IGNORE);
-}
-
 namespace {
+// When native_progress() last ran (steady_clock, ns), for PollPacer;
+// relaxed: racing threads only blur when the next one is due.
+std::atomic<int64_t> g_last_native_ns{0};
 // One budget for all waits of the process (the emulator keeps one per kind
 // of wait): relaxed atomics, races only blur the heuristic.
 constexpr std::chrono::nanoseconds kPollSpinMax = std::chrono::microseconds(50);
 SpinBudget g_poll_spin{kPollSpinMax};
 }  // namespace
+
+void native_progress() {
+  State& st = state();
+  if (st.private_comm == MPI_COMM_NULL) return;
+  g_last_native_ns.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  int flag = 0;
+  // Any MPI call drives Open MPI's progress engine; an Iprobe on our private
+  // communicator (which never carries user traffic) is the cheapest one.
+  PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, st.private_comm, &flag, MPI_STATUS_IGNORE);
+}
 
 void PollPacer::configure(unsigned host_ranks, unsigned cores) {
   // With a core per rank a spin takes no core from anyone, but a few slow
@@ -198,5 +202,11 @@ void PollPacer::configure(unsigned host_ranks, unsigned cores) {
 }
 
 PollPacer::PollPacer() : accl::PollPacer(g_poll_spin) {}
+
+bool PollPacer::native_progress_due() const {
+  const std::chrono::steady_clock::time_point last{
+      std::chrono::steady_clock::duration(g_last_native_ns.load(std::memory_order_relaxed))};
+  return accl::PollPacer::native_progress_due(last);
+}
 
 }  // namespace accl::pmpi

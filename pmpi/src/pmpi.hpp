@@ -360,16 +360,20 @@ void native_progress();  // lets Open MPI progress its own pending traffic
 
 // Paces one poll loop (one wait): accl/spin.hpp's PollPacer over the one
 // spin budget of this process (at most 50 us). A wait that ends early in its
-// spin keeps the budget, one that outlasts it halves it, down to zero when
-// ranks share cores (4 ranks on 2 cores yield at once) and down to a floor
-// when each rank has a core (configure()), so 2 ranks on 2 cores hand
-// messages back and forth without giving the core away. Every 64th wait
-// probes with the full budget.
+// spin doubles the budget it had (up to the 50 us), one that outlasts it
+// halves it, down to zero when ranks share cores (4 ranks on 2 cores yield
+// at once) and down to a floor when each rank has a core (configure()), so 2
+// ranks on 2 cores hand messages back and forth without giving the core
+// away. Every 64th wait probes with the full budget.
 class PollPacer : public accl::PollPacer {
  public:
   PollPacer();
   // Once the rank count of this host is known (init).
   static void configure(unsigned host_ranks, unsigned cores);
+  // Whether this round of the loop should also call native_progress():
+  // once kNativeGrace after the process last did, or when the wait spun out
+  // (every 16 rounds).
+  bool native_progress_due() const;
 };
 
 // ---------------------------------------------------------------------------

@@ -285,6 +285,8 @@ int waitall_mixed(int n, MPI_Request* reqs, MPI_Status* statuses) {
       int flag = 0;
       native_rc = PMPI_Testall(nat.size(), nat.reqs.data(), &flag, nat.statuses.data());
       natives_done = flag || native_rc != MPI_SUCCESS;
+    } else if (!shadows_done && pacer.native_progress_due()) {
+      native_progress();  // a peer's native send to us may have to finish before it sends what we wait for
     }
     if (natives_done && shadows_done) break;
     pacer.pause();
@@ -464,7 +466,10 @@ ACCL_PMPI_EXPORT int MPI_Waitany(int n, MPI_Request reqs[], int* index, MPI_Stat
   if (ACCL_LIKELY(g_native_only) || !any_shadow(n, reqs)) return PMPI_Waitany(n, reqs, index, status);
   PollPacer pacer;
   int rc = MPI_SUCCESS;
-  while (!any_pass(n, reqs, index, status, &rc)) pacer.pause();
+  while (!any_pass(n, reqs, index, status, &rc)) {
+    if (pacer.native_progress_due()) native_progress();  // see waitall_mixed
+    pacer.pause();
+  }
   return rc;
 }
 
@@ -485,7 +490,10 @@ ACCL_PMPI_EXPORT int MPI_Waitsome(int n, MPI_Request reqs[], int* outcount, int 
     return PMPI_Waitsome(n, reqs, outcount, indices, statuses);
   PollPacer pacer;
   int rc = MPI_SUCCESS;
-  while (!some_pass(n, reqs, outcount, indices, statuses, &rc)) pacer.pause();
+  while (!some_pass(n, reqs, outcount, indices, statuses, &rc)) {
+    if (pacer.native_progress_due()) native_progress();  // see waitall_mixed
+    pacer.pause();
+  }
   return rc;
 }
 

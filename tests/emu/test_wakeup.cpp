@@ -189,25 +189,32 @@ struct ManualClock {
 using ManualPacer = BasicPollPacer<ManualClock>;
 
 // One wait of the PMPI layer's poll loops: spins while its budget lasts
-// (the clock is read every 16th round), then yields; a second progress
-// engine (Open MPI's) is driven every 16th round only once the wait spun out
-// or outlasted the grace period, so short waits never reach its yielding
-// idle loop.
-TEST(EmuWakeup, PollPacerSpinsThenYieldsAndDelaysNativeProgress) {
+// (the clock is read every 16th round), then yields. A second progress
+// engine (Open MPI's) is due after the first pause and every 16 rounds after
+// it, but only once the wait spun out or kNativeGrace passed since that
+// engine last ran (the caller keeps that time across waits), so short waits
+// leave its yielding idle loop alone and a stream of them still drives it
+// now and then.
+TEST(EmuWakeup, PollPacerSpinsThenYieldsAndPacesNativeProgress) {
   SpinBudget budget(50us);
+  ManualClock::time_point last_native = ManualClock::now();
   {
     ManualPacer pacer(budget);
     for (int round = 1; round <= 64; ++round) {
       EXPECT_EQ(pacer.pause(), ManualPacer::Step::spun) << "round " << round;
-      EXPECT_FALSE(pacer.native_progress_due()) << "round " << round << " of a 0 us wait";
+      EXPECT_FALSE(pacer.native_progress_due(last_native)) << "round " << round << ", native progress just ran";
     }
-    ManualClock::current += ManualPacer::kNativeGrace;
+    last_native -= ManualPacer::kNativeGrace;  // as if native progress last ran a grace period ago
     int due = 0;
-    for (int round = 0; round < 32; ++round) {
+    for (int round = 65; round <= 96; ++round) {
       EXPECT_EQ(pacer.pause(), ManualPacer::Step::spun);
-      due += pacer.native_progress_due() ? 1 : 0;
+      if (pacer.native_progress_due(last_native)) {
+        ++due;
+        EXPECT_EQ(round % 16, 1) << "due only after the first pause of a 16-round group";
+      }
     }
-    EXPECT_EQ(due, 2) << "past the grace period: every 16th round";
+    EXPECT_EQ(due, 2) << "past the grace period: every 16 rounds";
+    last_native = ManualClock::now();
     ManualClock::current += 50us;  // the budget is spent
     ManualPacer::Step step = ManualPacer::Step::spun;
     for (int round = 0; round < 16 && step == ManualPacer::Step::spun; ++round) step = pacer.pause();
@@ -217,26 +224,40 @@ TEST(EmuWakeup, PollPacerSpinsThenYieldsAndDelaysNativeProgress) {
   // probe with the full 50 us, and spins out too.
   {
     ManualPacer pacer(budget);
+    last_native = ManualClock::now();
     ManualClock::current += 50us;
     ManualPacer::Step step = ManualPacer::Step::spun;
     for (int round = 0; round < 16 && step == ManualPacer::Step::spun; ++round) step = pacer.pause();
     EXPECT_EQ(step, ManualPacer::Step::yielded);
-    // Spun out: native progress is due every 16th round at once.
+    last_native = ManualClock::now();
+    // Spun out: native progress is due every 16 rounds however recently it ran.
     int due = 0;
     for (int round = 0; round < 32; ++round) {
       pacer.pause();
-      due += pacer.native_progress_due() ? 1 : 0;
+      due += pacer.native_progress_due(last_native) ? 1 : 0;
     }
     EXPECT_EQ(due, 2);
   }
-  // Two misses: 12.5 us. A wait that ends early in its spin doubles it.
-  EXPECT_EQ(budget.next(), 12500ns);
+  // A short wait long after the last native progress: due after its first pause.
+  ManualClock::current += ManualPacer::kNativeGrace;
+  {
+    ManualPacer pacer(budget);
+    EXPECT_FALSE(pacer.native_progress_due(last_native)) << "before any pause";
+    pacer.pause();
+    EXPECT_TRUE(pacer.native_progress_due(last_native));
+    last_native = ManualClock::now();
+    pacer.pause();
+    EXPECT_FALSE(pacer.native_progress_due(last_native));
+  }
+  // Two misses: 12.5 us; the short wait above ended early in its spin and
+  // doubled it.
+  EXPECT_EQ(budget.next(), 25us);
   {
     ManualPacer pacer(budget);
     pacer.pause();
     ManualClock::current += 1us;
   }
-  EXPECT_EQ(budget.next(), 25us);
+  EXPECT_EQ(budget.next(), 50us);
 }
 
 // A floor set after construction (the PMPI layer learns only in MPI_Init

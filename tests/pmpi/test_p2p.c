@@ -468,6 +468,52 @@ static void mixed_requests(MPI_Comm offloaded, MPI_Comm native) {
   check_status(&st[2], left, 62, 1, MPI_INT);
 }
 
+/* Rank 0 waits for an offloaded receive with MPI_Waitall / Waitany /
+ * Waitsome over that request alone, while rank 1 must first finish a native
+ * rendezvous send (1 MiB on the cart comm) to rank 0 before it sends what
+ * rank 0 waits for. MPI's progress rule: rank 0's wait must also drive the
+ * native engine, else both ranks wait until the offloaded receive times out
+ * (these loops polled only the offloaded requests). */
+static void native_send_during_offloaded_waits(MPI_Comm offloaded, MPI_Comm native) {
+  int r, n;
+  rank_size(offloaded, &r, &n);
+  if (n < 2) return;
+  const int cnt = 262144;
+  int* big = malloc(sizeof(int) * (size_t)cnt);
+  for (int variant = 0; variant < 3; ++variant) {
+    static const char* const names[] = {"waitall", "waitany", "waitsome"};
+    set_ctx(names[variant], n);
+    int small = -1;
+    if (r == 0) {
+      MPI_Request native_req, offloaded_req;
+      memset(big, 0, sizeof(int) * (size_t)cnt);
+      CHECK_RC(MPI_Irecv(big, cnt, MPI_INT, 1, 71, native, &native_req));
+      CHECK_RC(MPI_Irecv(&small, 1, MPI_INT, 1, 72, offloaded, &offloaded_req));
+      if (variant == 0) {
+        CHECK_RC(MPI_Waitall(1, &offloaded_req, MPI_STATUSES_IGNORE));
+      } else if (variant == 1) {
+        int index = -1;
+        CHECK_RC(MPI_Waitany(1, &offloaded_req, &index, MPI_STATUS_IGNORE));
+        CHECK(index == 0, "waitany index %d", index);
+      } else {
+        int outcount = 0, index = -1;
+        CHECK_RC(MPI_Waitsome(1, &offloaded_req, &outcount, &index, MPI_STATUSES_IGNORE));
+        CHECK(outcount == 1 && index == 0, "waitsome %d %d", outcount, index);
+      }
+      CHECK(small == 100 + variant, "offloaded message %d", small);
+      CHECK_RC(MPI_Wait(&native_req, MPI_STATUS_IGNORE));
+      CHECK(big[0] == variant && big[cnt - 1] == cnt - 1 + variant, "native message %d %d", big[0], big[cnt - 1]);
+    } else if (r == 1) {
+      for (int i = 0; i < cnt; ++i) big[i] = i + variant;
+      small = 100 + variant;
+      CHECK_RC(MPI_Send(big, cnt, MPI_INT, 0, 71, native));
+      CHECK_RC(MPI_Send(&small, 1, MPI_INT, 0, 72, offloaded));
+    }
+    MPI_Barrier(offloaded);
+  }
+  free(big);
+}
+
 static void run(MPI_Comm comm, const char* label, int full) {
   if (comm == MPI_COMM_NULL) return;
   comm_label = label;
@@ -504,6 +550,7 @@ int main(int argc, char** argv) {
   int dims[1] = {size}, periods[1] = {1};
   MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &cart); /* p2p stays native */
   mixed_requests(dup, cart);
+  native_send_during_offloaded_waits(dup, cart);
   if (!quick) {
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &half);
     run(half, "split-halves-reversed", 0);

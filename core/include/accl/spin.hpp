@@ -6,13 +6,11 @@
 // core away while 4+ ranks on 2 cores stop spinning in vain.
 #pragma once
 
-#include <sched.h>
-#include <time.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <thread>
 
 namespace accl {
 
@@ -85,13 +83,14 @@ template <typename Clock = std::chrono::steady_clock>
 class BasicPollPacer {
  public:
   enum class Step { spun, yielded, slept };
-  // How long a wait runs before native_progress_due() may say yes, unless it
-  // spun out earlier. Short waits leave a second progress engine (Open MPI's,
-  // for the PMPI layer) alone: with yield_when_idle, which mpirun
-  // --oversubscribe turns on, an idle opal_progress() calls sched_yield(),
-  // ~650 ns on some kernels, and a ping-pong receive met one in about every
-  // round trip. Whoever needs that progress waits at most this much longer.
-  static constexpr std::chrono::microseconds kNativeGrace{20};
+  // How long after the last drive of a second progress engine (Open MPI's,
+  // for the PMPI layer) a poll loop drives it again, unless its wait spun
+  // out: with yield_when_idle, which mpirun --oversubscribe turns on, an idle
+  // opal_progress() calls sched_yield(), ~650 ns on some kernels, and a
+  // ping-pong receive that drove it every 16th round met one in about every
+  // round trip. Counted across waits (the caller keeps the time), so a
+  // stream of short waits still drives it every kNativeGrace or so.
+  static constexpr std::chrono::microseconds kNativeGrace{100};
 
   explicit BasicPollPacer(SpinBudget& budget) : spin_(budget), start_(Clock::now()), budget_(budget.next()) {}
   ~BasicPollPacer() {
@@ -115,23 +114,24 @@ class BasicPollPacer {
     }
     if (yields_ < kYieldRounds) {
       ++yields_;
-      yield_core();
+      std::this_thread::yield();
       return Step::yielded;
     }
-    sleep_briefly();
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
     return Step::slept;
   }
   unsigned rounds() const { return rounds_; }
-  // Whether this round of the loop should also drive another progress
-  // engine: every 16th round, once the wait spun out or outlasted kNativeGrace.
-  bool native_progress_due() const {
-    return (rounds_ & 15) == 15 && (spun_out_ || Clock::now() - start_ >= kNativeGrace);
+  bool spun_out() const { return spun_out_; }
+  // Whether this round should also drive the second progress engine, last
+  // driven at `last_native`: after the first pause of the wait and every 16
+  // rounds after it (one clock read each), once the wait spun out or
+  // kNativeGrace passed since `last_native`.
+  bool native_progress_due(typename Clock::time_point last_native) const {
+    return (rounds_ & 15) == 1 && (spun_out_ || Clock::now() - last_native >= kNativeGrace);
   }
 
  private:
   static constexpr unsigned kYieldRounds = 4096;
-  static void yield_core();
-  static void sleep_briefly();
 
   SpinBudget& spin_;
   typename Clock::time_point start_;
@@ -140,17 +140,6 @@ class BasicPollPacer {
   unsigned yields_ = 0;
   bool spun_out_ = false;
 };
-
-template <typename Clock>
-void BasicPollPacer<Clock>::yield_core() {
-  sched_yield();
-}
-
-template <typename Clock>
-void BasicPollPacer<Clock>::sleep_briefly() {
-  struct timespec ts = {0, 20000};
-  nanosleep(&ts, nullptr);
-}
 
 using PollPacer = BasicPollPacer<>;
 
