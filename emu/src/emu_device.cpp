@@ -30,8 +30,6 @@ DeviceSettings DeviceSettings::from_environment() {
   return s;
 }
 
-bool core_per_process(unsigned host_processes, unsigned cores) { return host_processes > 0 && host_processes <= cores; }
-
 std::chrono::nanoseconds driving_spin_budget(const DeviceSettings& settings, bool core_per_process) {
   return core_per_process ? settings.drive_spin : settings.spin;
 }

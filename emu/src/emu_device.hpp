@@ -56,10 +56,6 @@ struct DeviceSettings {
   static DeviceSettings from_environment();
 };
 
-// Each of the host's `host_processes` ACCL processes has a core of its own
-// (0: unknown, as for a driver used without the PMPI layer).
-bool core_per_process(unsigned host_processes, unsigned cores);
-
 // The budget a host thread waiting for a call spends driving the CCLO
 // without progress before it blocks: `drive_spin` when each process on the
 // host has a core of its own (core_per_process), else `spin` (spinning

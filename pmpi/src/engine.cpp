@@ -197,8 +197,7 @@ void PollPacer::configure(unsigned host_ranks, unsigned cores) {
   // each ~650 ns on a VM whose kernel makes a yield a full reschedule. The
   // floor (a quarter of the maximum, as the emulator's driving spin) keeps
   // short waits spinning; oversubscribed, the budget still falls to zero.
-  const bool own_core = host_ranks > 0 && host_ranks <= cores;
-  g_poll_spin.set_floor(own_core ? kPollSpinMax / 4 : std::chrono::nanoseconds(0));
+  g_poll_spin.set_floor(core_per_process(host_ranks, cores) ? kPollSpinMax / 4 : std::chrono::nanoseconds(0));
 }
 
 PollPacer::PollPacer() : accl::PollPacer(g_poll_spin) {}

@@ -72,6 +72,13 @@ class SpinBudget {
   std::atomic<uint32_t> waits_{0};
 };
 
+// Each of the host's `host_processes` ACCL processes has a core of its own
+// (0: unknown, as for a driver used without the PMPI layer). Spinning waits
+// of both the emulator and the PMPI layer keep a floor then.
+inline bool core_per_process(unsigned host_processes, unsigned cores) {
+  return host_processes > 0 && host_processes <= cores;
+}
+
 // Paces one poll loop (one wait) with a SpinBudget: spin (PAUSE) while the
 // budget lasts, then yield the core (more threads than cores: the emulator's
 // threads and other ranks may need it) for up to 4096 rounds, then sleep
@@ -120,8 +127,6 @@ class BasicPollPacer {
     std::this_thread::sleep_for(std::chrono::microseconds(20));
     return Step::slept;
   }
-  unsigned rounds() const { return rounds_; }
-  bool spun_out() const { return spun_out_; }
   // Whether this round should also drive the second progress engine, last
   // driven at `last_native`: after the first pause of the wait and every 16
   // rounds after it (one clock read each), once the wait spun out or
