@@ -120,6 +120,7 @@ TransportSet EmuDevice::start_transports(const EmuOptions& options) {
   TransportOptions to;
   to.bind = self_;
   to.job_secret = options.job_secret;
+  to.host_processes = options.host_processes;
   // Each transport is started right away so its port is bound before the
   // next one takes the same number (automatic: all share one port number).
   auto open = [&](std::unique_ptr<Transport> t) {

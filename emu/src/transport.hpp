@@ -315,6 +315,7 @@ class Transport {
 struct TransportOptions {
   NetAddress bind;             // address to listen on (port 0 = any free port)
   std::string job_secret;      // peers must present it; empty = no check
+  unsigned host_processes = 0;  // ACCL processes on this host (EmuOptions); 0 = unknown
 };
 
 // Factories (emu/src/transport_*.cpp).

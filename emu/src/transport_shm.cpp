@@ -2094,9 +2094,17 @@ std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options, c
   return std::make_unique<ShmTransport>(options, tuning);
 }
 
+std::chrono::microseconds shm_poll_lease(int64_t configured_us, unsigned host_processes, unsigned cores) {
+  if (configured_us > 0) return std::chrono::microseconds(configured_us);
+  const bool oversubscribed = host_processes > 0 && host_processes > cores;
+  return oversubscribed ? std::chrono::microseconds(10'000) : std::chrono::microseconds(1'000);
+}
+
 std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options) {
   ShmTuning tuning;
   tuning.direct_min_bytes = static_cast<size_t>(std::max<int64_t>(0, config::get_int("ACCL_EMU_SHM_DIRECT_BYTES")));
+  tuning.poll_lease = shm_poll_lease(config::get_int("ACCL_EMU_POLL_LEASE_US"), options.host_processes,
+                                     std::thread::hardware_concurrency());
   return make_shm_transport(options, tuning);
 }
 

@@ -29,13 +29,16 @@ struct Delivery {
 // A receiving transport with a sink that records which thread began each
 // message.
 struct PolledPair {
-  explicit PolledPair(const ShmTuning& tuning) {
+  explicit PolledPair(const ShmTuning& tuning)
+      : PolledPair(make_shm_transport(options(), tuning), make_shm_transport(options(), tuning)) {}
+  // Transports made like the emulated CCLO makes them (tuning from the environment).
+  explicit PolledPair(const TransportOptions& o) : PolledPair(make_shm_transport(o), make_shm_transport(o)) {}
+  PolledPair(std::unique_ptr<Transport> receiving, std::unique_ptr<Transport> sending)
+      : receiver(std::move(receiving)), sender(std::move(sending)) {
     sink.begin_hook = [this](const abi::WireHeader& h) {
       std::lock_guard lock(mutex);
       deliveries.push_back(Delivery{h.tag, std::this_thread::get_id()});
     };
-    receiver = make_shm_transport(options(), tuning);
-    sender = make_shm_transport(options(), tuning);
     receiver->start(sink);
     sender->start(sender_sink);
     link = sender->connect(receiver->local_address(), in(5000ms));
@@ -54,10 +57,10 @@ struct PolledPair {
     return deliveries;
   }
 
-  RecordingSink sink;
-  RecordingSink sender_sink;
   std::unique_ptr<Transport> receiver;
   std::unique_ptr<Transport> sender;
+  RecordingSink sink;
+  RecordingSink sender_sink;
   std::shared_ptr<Link> link;
   std::mutex mutex;
   std::vector<Delivery> deliveries;
@@ -113,6 +116,43 @@ TEST(ShmPoll, PollingThreadConsumesWhileTheReaderIsParked) {
   p.receiver->end_polling();
   ASSERT_EQ(p.send(kMessages + 1, 100), 0u);
   ASSERT_TRUE(p.sink.wait_messages(kMessages + 2, 5000ms)) << "the reader did not take over after end_polling()";
+  EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
+}
+
+// The lease follows the host's processes per core (see shm_poll_lease):
+// oversubscribed, a polling thread is preempted for whole scheduler slices
+// and a 1 ms lease would lapse at each of them.
+TEST(ShmPoll, LeaseIsLongerWhenTheHostHasMoreProcessesThanCores) {
+  using std::chrono::microseconds;
+  EXPECT_EQ(shm_poll_lease(0, 0, 2), microseconds(1000)) << "unknown process count";
+  EXPECT_EQ(shm_poll_lease(0, 1, 2), microseconds(1000));
+  EXPECT_EQ(shm_poll_lease(0, 2, 2), microseconds(1000));
+  EXPECT_EQ(shm_poll_lease(0, 3, 2), microseconds(10000));
+  EXPECT_EQ(shm_poll_lease(0, 8, 2), microseconds(10000));
+  EXPECT_EQ(shm_poll_lease(-5, 8, 2), microseconds(10000)) << "a negative setting means automatic";
+  EXPECT_EQ(shm_poll_lease(250, 8, 2), microseconds(250)) << "a configured lease wins";
+  EXPECT_EQ(shm_poll_lease(250, 1, 2), microseconds(250));
+}
+
+// ACCL_EMU_POLL_LEASE_US reaches a transport made like the emulated CCLO
+// makes it: with a 60 s lease a parked reader leaves an unpolled message
+// alone (with the default 1 ms it takes it within milliseconds), until the
+// polls end.
+TEST(ShmPoll, ConfiguredLeaseKeepsTheReaderParked) {
+  ScopedEnv lease("ACCL_EMU_POLL_LEASE_US", "60000000");
+  TransportOptions o = options();
+  o.host_processes = 1;
+  PolledPair p(o);
+  ASSERT_NE(p.link, nullptr);
+  start_polling(p);
+  ASSERT_EQ(p.send(0, 8), 0u);  // may still go to the reader (see the first test)
+  ASSERT_TRUE(poll_until(p, 1, 5000ms));
+  std::this_thread::sleep_for(200ms);
+  ASSERT_EQ(p.send(1, 64), 0u);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(p.sink.message_count(), 1u) << "the reader took over before the configured lease ran out";
+  p.receiver->end_polling();
+  ASSERT_TRUE(p.sink.wait_messages(2, 5000ms)) << "the reader did not take over after end_polling()";
   EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
 }
 
