@@ -77,7 +77,18 @@ struct ShmTuning {
   // How long after a host thread's last Transport::poll() the reader threads
   // leave delivery to the pollers (see PollActivity in transport_shm.cpp):
   // the most a message waits when the polls stop without end_polling().
+  // make_shm_transport(options) takes it from shm_poll_lease().
   std::chrono::microseconds poll_lease{1000};
+  // While the lease runs, the control thread looks at it this often (or at
+  // its end, if later) instead of at every end: a sender wakes a parked
+  // reader itself once the lease is over, so this check only serves a
+  // message that arrived while the lease ran and was left there when the
+  // polls stopped without end_polling(); such a message waits up to this
+  // long. With a 1 ms lease the control thread used to wake every
+  // millisecond while a host thread polled, preempting a spinning rank:
+  // 2-rank 8 B ping-pong, 100,000 round trips, one in a hundred took 8-20 us
+  // instead of 1.5-3.
+  std::chrono::microseconds lease_backstop{10000};
   // Bytes of the outbox (rounded up to whole pages) that holds payloads sent
   // to several peers, copied once for all of them (see Outbox in
   // transport_shm.cpp); payloads of up to half of it use it. Pages are

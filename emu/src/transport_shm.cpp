@@ -58,7 +58,7 @@ namespace {
 using namespace transport_detail;
 
 constexpr uint32_t kRingMagic = 0x474E4952;  // "RING"
-constexpr uint32_t kRingVersion = 2;
+constexpr uint32_t kRingVersion = 3;
 constexpr size_t kControlBytes = 4096;
 constexpr size_t kPageBytes = 4096;  // rings are whole pages (so every 64-byte slot is whole too)
 constexpr size_t kMinRingBytes = size_t{64} << 10;
@@ -86,6 +86,15 @@ thread_local bool t_shm_reader_thread = false;
 
 enum ProducerState : uint32_t { kProducerOpen = 0, kProducerClosed = 1, kProducerAborted = 2 };
 enum ConsumerState : uint32_t { kConsumerOpen = 0, kConsumerClosed = 1 };
+// consumer_sleeping: awake (0), asleep until the next publish (1), or parked
+// while host threads poll (2): wake it only if their poll lease is over.
+enum ConsumerSleeping : uint32_t { kConsumerAwake = 0, kConsumerAsleep = 1, kConsumerParked = 2 };
+constexpr int64_t kLeaseNone = 0;  // a fresh (zeroed) segment has no lease
+constexpr int64_t kLeaseHeld = INT64_MAX;
+
+int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
 
 // The control page at the start of each segment. Producer and consumer
 // words live on separate cache lines.
@@ -109,6 +118,16 @@ struct RingControl {
   // shared in both caches because it changes only when the consumer closes.
   // (On tail's line each read would pull the line from the consumer's core.)
   alignas(64) std::atomic<uint32_t> consumer_state;  // ConsumerState
+
+  // The receiving process's poll lease (PollActivity), for a producer that
+  // finds the reader parked (consumer_sleeping == kConsumerParked): when the
+  // lease ends (steady-clock ns, the same clock in every process of a host),
+  // kLeaseNone (no lease) or kLeaseHeld (a driving loop holds it). Written
+  // by the receiving process a few times per lease at most, on a line of its
+  // own. A hint: it may say the lease ended earlier than it does (a reader
+  // woken early parks again), and the control thread's backstop check covers
+  // the rest (see PollActivity).
+  alignas(64) std::atomic<int64_t> consumer_lease_end;
 };
 static_assert(sizeof(RingControl) <= kControlBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
@@ -141,6 +160,20 @@ void wake(std::atomic<uint32_t>& word) {
 // it, or its exchange reads our write and thereby sees our progress.
 void notify(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleeping) {
   if (sleeping.fetch_add(0, std::memory_order_acq_rel) != 0) wake(word);
+}
+
+// notify() for the consumer of a ring, after publishing: a reader parked
+// under the receiving process's poll lease is left to the pollers while the
+// lease runs and woken once it is over, so a message that comes after the
+// polls stopped is taken at once (same handshake as notify()).
+void notify_consumer(RingControl& ctl) {
+  const uint32_t sleeping = ctl.consumer_sleeping.fetch_add(0, std::memory_order_acq_rel);
+  if (sleeping == kConsumerAwake) return;
+  if (sleeping == kConsumerParked) {
+    const int64_t end = ctl.consumer_lease_end.load(std::memory_order_acquire);
+    if (end == kLeaseHeld || (end != kLeaseNone && steady_now_ns() < end)) return;
+  }
+  wake(ctl.data_futex);
 }
 
 template <class Ready>
@@ -1089,7 +1122,7 @@ class ShmLink final : public Link {
   void publish(uint64_t pos) {
     head_ = pos;
     ctl_.head.store(pos, std::memory_order_release);
-    notify(ctl_.data_futex, ctl_.consumer_sleeping);
+    notify_consumer(ctl_);
   }
 
   void break_link(const char* why) {
@@ -1150,20 +1183,43 @@ class ShmLink final : public Link {
 class PollActivity {
  public:
   explicit PollActivity(std::chrono::microseconds lease) : lease_ns_(std::chrono::nanoseconds(lease).count()) {}
-  void touch() {
+  // A poll; true if it renewed the lease.
+  bool touch() {
     // Relaxed loads and stores, no read-modify-write: racing pollers only
     // blur the count.
     const uint32_t untimed = untimed_polls_.load(std::memory_order_relaxed);
     if (untimed + 1 < kPollsPerClockRead && last_ns_.load(std::memory_order_relaxed) != kNever) {
       untimed_polls_.store(untimed + 1, std::memory_order_relaxed);
-      return;
+      return false;
     }
     untimed_polls_.store(0, std::memory_order_relaxed);
     const int64_t now = now_ns();
     const int64_t previous = last_poll_ns_.load(std::memory_order_relaxed);
     last_poll_ns_.store(now, std::memory_order_relaxed);  // racing pollers: either time will do
-    if (now - previous <= kHotPollGapNs * (int64_t{untimed} + 1)) last_ns_.store(now, std::memory_order_relaxed);
+    if (now - previous > kHotPollGapNs * (int64_t{untimed} + 1)) return false;
+    last_ns_.store(now, std::memory_order_relaxed);
+    return true;
   }
+  // When the lease ends, as the rings tell it to senders (RingControl::
+  // consumer_lease_end).
+  int64_t lease_end_ns() const {
+    if (drivers_.load(std::memory_order_seq_cst) > 0) return kLeaseHeld;
+    const int64_t last = last_ns_.load(std::memory_order_seq_cst);
+    return last == kNever ? kLeaseNone : last + lease_ns_;
+  }
+  // Whether the rings should be told `end`: it changed in kind, or moved by
+  // an eighth of a lease (so a hot poller writes the rings' lease line a few
+  // times per lease, not on every renewal; what the rings say then ends at
+  // most that much early, which only costs a parked reader an early look).
+  bool should_publish(int64_t end) {
+    const int64_t published = published_end_.load(std::memory_order_relaxed);
+    const bool both_timed = end != kLeaseNone && end != kLeaseHeld && published != kLeaseNone &&
+                            published != kLeaseHeld;
+    if (end == published || (both_timed && end > published && end - published < lease_ns_ / 8)) return false;
+    published_end_.store(end, std::memory_order_relaxed);  // racing publishers: see RingControl
+    return true;
+  }
+  int64_t published_end() const { return published_end_.load(std::memory_order_relaxed); }
   // seq_cst: pairs with a parking reader (parked_ store, then remaining()).
   void end() { last_ns_.store(kNever, std::memory_order_seq_cst); }
   // A reader parks / unparks. The first to park tells the control thread
@@ -1211,6 +1267,7 @@ class PollActivity {
   std::atomic<uint32_t> untimed_polls_{0};  // polls since the last clock read
   std::atomic<uint32_t> parked_readers_{0};
   std::atomic<uint32_t> drivers_{0};  // driving loops running (driver_enters)
+  std::atomic<int64_t> published_end_{kLeaseNone};  // what the rings were last told
   int watcher_fd_ = -1;  // set before any reader starts
 };
 
@@ -1238,9 +1295,11 @@ class InboundRing {
   };
 
   // `outbox`: the sender's (null if it has none).
+  // `parked_slice`: the longest a parked reader sleeps before it looks at
+  // the lease itself (a safety net behind the control thread's check).
   InboundRing(std::shared_ptr<Mapping> mapping, UniqueFd control, NetAddress from, Sink& sink,
-              std::chrono::microseconds spin, size_t max_piece, PollActivity& polls,
-              std::shared_ptr<PeerOutbox> outbox, PeerDirect direct)
+              std::chrono::microseconds spin, std::chrono::microseconds parked_slice, size_t max_piece,
+              PollActivity& polls, std::shared_ptr<PeerOutbox> outbox, PeerDirect direct)
       : control_fd(std::move(control)),
         outbox_(std::move(outbox)),
         direct_(std::move(direct)),
@@ -1252,6 +1311,7 @@ class InboundRing {
         from_(from),
         sink_(sink),
         spin_(spin),
+        parked_slice_(parked_slice),
         polls_(polls) {}
 
   ~InboundRing() { join(); }
@@ -1272,6 +1332,8 @@ class InboundRing {
   void polls_ended() {
     if (parked_.load(std::memory_order_seq_cst)) wake(ctl_.data_futex);
   }
+  // The poll lease's end, for senders that find the reader parked.
+  void publish_lease(int64_t end) { ctl_.consumer_lease_end.store(end, std::memory_order_release); }
   // A poll found a message it must leave to the reader.
   void unpark() {
     takeover_.store(true, std::memory_order_seq_cst);
@@ -1536,15 +1598,18 @@ class InboundRing {
     for (;;) {
       if (!event() && leave_to_pollers()) {
         // Parked: the pollers consume, even what is in the ring right now.
-        // Senders do not wake us (consumer_sleeping is 0); every other
-        // event (stop, hang-up, close, abort, unpark, end of the polls)
-        // bumps the word. We take over when the lease runs out (the control
-        // thread wakes us: ShmTransport::watch_lease) or a poll asks us to.
+        // Senders wake us only once the lease is over (consumer_sleeping
+        // says parked; notify_consumer); every other event (stop, hang-up,
+        // close, abort, unpark, end of the polls) bumps the word. We take
+        // over when a send finds the lease over, when a poll asks us to, or
+        // when the control thread finds it lapsed (ShmTransport::watch_lease).
         parked_.store(true, std::memory_order_seq_cst);
         polls_.reader_parks();
+        ctl_.consumer_sleeping.exchange(kConsumerParked, std::memory_order_acq_rel);
         const uint32_t seen = ctl_.data_futex.load(std::memory_order_acquire);
         if (!event() && !takeover_.load(std::memory_order_seq_cst) && polls_.remaining().count() > 0)
-          futex_wait(ctl_.data_futex, seen, std::chrono::duration_cast<std::chrono::microseconds>(kSleepSlice));
+          futex_wait(ctl_.data_futex, seen, parked_slice_);
+        ctl_.consumer_sleeping.store(kConsumerAwake, std::memory_order_relaxed);
         polls_.reader_unparks();
         parked_.store(false, std::memory_order_relaxed);
         continue;
@@ -1578,6 +1643,7 @@ class InboundRing {
   const NetAddress from_;
   Sink& sink_;
   const std::chrono::microseconds spin_;
+  const std::chrono::microseconds parked_slice_;
   PollActivity& polls_;  // the transport's; readers count themselves in while parked
   std::mutex consumer_mutex_;  // held by whoever consumes: the reader thread or a poll()
   bool ended_ = false;         // guarded by consumer_mutex_: the reader reported the link's end
@@ -1726,17 +1792,24 @@ class ShmTransport final : public Transport, private InboundProgress {
   }
 
   bool poll() override {
-    polls_.touch();
+    if (polls_.touch()) publish_lease();
     bool delivered = false;
     pollable_.for_each([&](InboundRing& ring) { delivered = ring.poll() || delivered; });
     return delivered;
   }
 
-  void driver_enters() override { polls_.driver_enters(); }
-  void driver_leaves() override { polls_.driver_leaves(); }
+  void driver_enters() override {
+    polls_.driver_enters();
+    publish_lease();
+  }
+  void driver_leaves() override {
+    polls_.driver_leaves();
+    publish_lease();
+  }
 
   void end_polling() override {
     polls_.end();
+    publish_lease();
     pollable_.for_each([](InboundRing& ring) { ring.polls_ended(); });
   }
 
@@ -1779,6 +1852,14 @@ class ShmTransport final : public Transport, private InboundProgress {
   }
 
   void stop_polling_inbound() override { end_polling(); }
+
+  // Tells the inbound rings' senders when our poll lease ends (see
+  // RingControl::consumer_lease_end), when that changed enough to matter.
+  void publish_lease() {
+    const int64_t end = polls_.lease_end_ns();
+    if (!polls_.should_publish(end)) return;
+    pollable_.for_each([end](InboundRing& ring) { ring.publish_lease(end); });
+  }
 
   void watch(int fd, uint32_t events) {
     epoll_event ev{};
@@ -1922,11 +2003,16 @@ class ShmTransport final : public Transport, private InboundProgress {
   // The lapse of the poll lease, for the parked readers (see PollActivity):
   // wakes them if it lapsed, and returns how long the control thread may
   // sleep. Woken readers that have not run yet by the next check (a busy
-  // core) are woken again one lease later, not in a loop.
+  // core) are woken again one lease later, not in a loop. While the lease
+  // runs the next check is a backstop (ShmTuning::lease_backstop) rather
+  // than the lease's end: senders wake a parked reader themselves once the
+  // lease is over, so the check only serves a message that came while the
+  // lease ran and found the polls stopped before they took it.
   std::chrono::microseconds watch_lease() {
     constexpr auto kIdleSlice = std::chrono::duration_cast<std::chrono::microseconds>(kWaitSlice);
     if (!polls_.readers_parked()) return kIdleSlice;
-    if (const auto rest = polls_.remaining(); rest.count() > 0) return std::min(rest, kIdleSlice);
+    if (const auto rest = polls_.remaining(); rest.count() > 0)
+      return std::min(std::max(rest, tuning_.lease_backstop), kIdleSlice);
     for (auto& [fd, ring] : rings_) ring->polls_ended();
     return std::clamp(tuning_.poll_lease, std::chrono::microseconds(1), kIdleSlice);
   }
@@ -2009,8 +2095,10 @@ class ShmTransport final : public Transport, private InboundProgress {
     // kernel's word for it).
     InboundRing::PeerDirect peer_direct;
     if (gate && direct_.min_bytes != 0) peer_direct = {&direct_.grants, std::move(gate), cred.pid, hello.gate_slot};
+    const auto parked_slice =
+        std::max(std::chrono::duration_cast<std::chrono::microseconds>(kSleepSlice), tuning_.lease_backstop);
     auto ring = std::make_shared<InboundRing>(std::move(mapping), std::move(conn), from, *sink_, spin_,
-                                              tuning_.max_piece_bytes, polls_, std::move(outbox),
+                                              parked_slice, tuning_.max_piece_bytes, polls_, std::move(outbox),
                                               std::move(peer_direct));
     // Start reading before accepting: the sender may publish right after
     // the reply.
@@ -2019,6 +2107,7 @@ class ShmTransport final : public Transport, private InboundProgress {
       ring->peer_gone();
     }
     ACCL_LOG_DEBUG("shm: accepted link {} -> {}", format_address(from), format_address(local_));
+    ring->publish_lease(polls_.published_end());
     pollable_.add(ring);
     rings_.emplace(fd, std::move(ring));
   }

@@ -234,6 +234,63 @@ TEST(ShmPoll, ParkedReadersSleepThroughARunningLease) {
   EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
 }
 
+// A reader parked under a lease that lapsed (nobody polls any more, nobody
+// called end_polling) is woken by the next send, not by the control
+// thread's backstop check (a minute here; its thread still looks every
+// 100 ms, kWaitSlice, which the send below comes well before).
+TEST(ShmPoll, SendWakesAParkedReaderOnceTheLeaseLapsed) {
+  ShmTuning tuning;
+  tuning.poll_lease = std::chrono::microseconds(1000);
+  tuning.lease_backstop = std::chrono::microseconds(std::chrono::seconds(60));
+  PolledPair p(tuning);
+  ASSERT_NE(p.link, nullptr);
+  start_polling(p);
+  ASSERT_EQ(p.send(0, 8), 0u);  // may still go to the reader (see the first test)
+  ASSERT_TRUE(poll_until(p, 1, 5000ms));
+  // The reader parks (its park wakes the control thread, which then sleeps
+  // its 100 ms slice) and the lease lapses.
+  const auto parked_at = Clock::now();
+  for (int i = 0; i < 100; ++i) p.receiver->poll();
+  std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(p.send(1, 64), 0u);
+  const bool taken = p.sink.wait_messages(2, 5000ms);
+  const auto waited = Clock::now() - parked_at;
+  ASSERT_TRUE(taken) << "the parked reader did not take the message";
+  EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
+  // Without the send's wake-up the message waits for the control thread's
+  // next look, 100 ms after the reader parked.
+  EXPECT_LT(waited, 60ms) << "the send did not wake the parked reader after the lease";
+}
+
+// While a host thread polls, the control thread checks the lease every
+// backstop interval, not at every end of the lease: with a 1 ms lease it
+// woke about once per millisecond (300 times in the window below) and
+// preempted a spinning rank each time. The backstop still catches a message
+// that came while the lease ran and found the polls stopped.
+TEST(ShmPoll, ControlThreadSleepsWhileThePollsGoOn) {
+  ShmTuning tuning;
+  tuning.poll_lease = std::chrono::microseconds(1000);
+  tuning.lease_backstop = std::chrono::microseconds(50000);
+  PolledPair p(tuning);
+  ASSERT_NE(p.link, nullptr);
+  start_polling(p);
+  ASSERT_EQ(p.send(0, 8), 0u);
+  ASSERT_TRUE(poll_until(p, 1, 5000ms));
+  const long before = voluntary_switches("accl-shm-ctl");
+  ASSERT_GE(before, 0);
+  const auto end = Clock::now() + 300ms;
+  while (Clock::now() < end) p.receiver->poll();  // hot polls: the lease never lapses
+  const long wakeups = voluntary_switches("accl-shm-ctl") - before;
+  // Two transports' control threads (both named accl-shm-ctl): about 6
+  // backstop checks each, the sender's idle and the first park's notice.
+  EXPECT_LE(wakeups, 40) << "the control thread woke at every end of the lease";
+  // Sent while the lease runs, then nobody polls: the backstop hands it to
+  // the reader.
+  ASSERT_EQ(p.send(1, 64), 0u);
+  ASSERT_TRUE(p.sink.wait_messages(2, 5000ms)) << "the backstop did not hand the message to the reader";
+  EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
+}
+
 TEST(ShmPoll, ReaderBracketsTheMessagesItEndsAndPollsDoNot) {
   // The reader thread tells the sink before and after each message it ends
   // (the emulator runs its firmware passes in the second call instead of
