@@ -75,9 +75,9 @@ struct ShmTuning {
   std::chrono::milliseconds local_connect_grace{2000};
   std::chrono::milliseconds handshake_timeout{5000};
   // How long after a host thread's last Transport::poll() the reader threads
-  // leave delivery to the pollers (see PollActivity in transport_shm.cpp):
-  // the most a message waits when the polls stop without end_polling().
-  // make_shm_transport(options) takes it from shm_poll_lease().
+  // leave delivery to the pollers (see PollActivity in transport_shm.cpp);
+  // a message sent later wakes a parked reader. make_shm_transport(options)
+  // takes it from shm_poll_lease().
   std::chrono::microseconds poll_lease{1000};
   // While the lease runs, the control thread looks at it this often (or at
   // its end, if later) instead of at every end: a sender wakes a parked
@@ -137,17 +137,15 @@ std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options, c
 // The shm poll lease for a host running `host_processes` ACCL processes (0:
 // unknown) on `cores` cores: `configured` (ACCL_EMU_POLL_LEASE_US) when set
 // and positive, else 1 ms, or 10 ms when there are more processes than
-// cores. Oversubscribed, a polling host thread waits for a core whole
-// scheduler slices at a time (milliseconds with two runnable threads per
-// core), so a 1 ms lease lapsed at most of those preemptions: the control
-// thread woke the parked readers, which found no free core either and took
-// time slices from the ranks with work, and the control thread itself woke
-// once per lease to watch it. 4 ranks on 2 cores, osu_alltoall 1 MiB, 300
-// iterations, three runs each: context switches 62-79k with 1 ms, 33-52k
-// with 10 ms (32-70k with 100 ms); the time per call moved with them
-// (1,950-3,800 us against 1,800-2,200 us, in a noisy phase of the VM).
-// With a core per process a lapse means the host really stopped polling,
-// and a reader then has a core to take over on.
+// cores (`cores`: std::thread::hardware_concurrency(), which ignores CPU
+// affinity and cgroup limits). Oversubscribed, a polling host thread waits
+// for a core whole scheduler slices at a time (milliseconds with two
+// runnable threads per core), so a 1 ms lease lapsed at most of those
+// preemptions: the control thread woke the parked readers, which found no
+// free core either and took time slices from the ranks with work
+// (docs/architecture.md has the measurements). With a core per process a
+// lapse means the host really stopped polling, and a reader then has a
+// core to take over on.
 std::chrono::microseconds shm_poll_lease(int64_t configured_us, unsigned host_processes, unsigned cores);
 
 namespace transport_detail {

@@ -124,9 +124,11 @@ struct RingControl {
   // lease ends (steady-clock ns, the same clock in every process of a host),
   // kLeaseNone (no lease) or kLeaseHeld (a driving loop holds it). Written
   // by the receiving process a few times per lease at most, on a line of its
-  // own. A hint: it may say the lease ended earlier than it does (a reader
-  // woken early parks again), and the control thread's backstop check covers
-  // the rest (see PollActivity).
+  // own (ShmTransport::publish_lease). It may say the lease ends up to an
+  // eighth of a lease earlier than it does (a reader woken early parks
+  // again), never later. Processes in different time namespaces would not
+  // share the clock: the emulator's processes of one job share a host and
+  // namespace.
   alignas(64) std::atomic<int64_t> consumer_lease_end;
 };
 static_assert(sizeof(RingControl) <= kControlBytes);
@@ -1112,10 +1114,21 @@ class ShmLink final : public Link {
       if (drains_rings && inbound_.poll_inbound()) continue;
       auto stop_or_ready = [&] { return ready() || closing_.load(std::memory_order_acquire) ||
                                         ctl_.consumer_state.load(std::memory_order_acquire) != kConsumerOpen; };
+      // The ring is full: if its reader is parked and the receiving
+      // process's polls stopped, only the reader can make room, and no
+      // publish of ours will wake it. Wake it if the lease is over, and
+      // look again when the lease ends.
+      notify_consumer(ctl_);
+      auto slice = drains_rings ? kReaderSendSlice : std::chrono::microseconds(20000);
+      if (ctl_.consumer_sleeping.load(std::memory_order_acquire) == kConsumerParked) {
+        const int64_t end = ctl_.consumer_lease_end.load(std::memory_order_acquire);
+        if (end != kLeaseHeld && end != kLeaseNone)
+          slice = std::clamp(std::chrono::microseconds((end - steady_now_ns()) / 1000 + 1),
+                             std::chrono::microseconds(1), slice);
+      }
       // Short slices: a receiver that dies without closing is only seen on
       // the control socket.
-      sleep_until(ctl_.space_futex, ctl_.producer_sleeping, stop_or_ready,
-                  until(deadline, drains_rings ? kReaderSendSlice : std::chrono::microseconds(20000)));
+      sleep_until(ctl_.space_futex, ctl_.producer_sleeping, stop_or_ready, until(deadline, slice));
     }
   }
 
@@ -1159,10 +1172,12 @@ class ShmLink final : public Link {
 
 // When a host thread last polled the rings (Transport::poll). While it polls,
 // the reader threads keep out of the way: they neither spin nor ask senders
-// to wake them (consumer_sleeping stays 0, so a send costs no futex wake and
-// the receiving process no thread switch). They sleep for the rest of the
-// lease instead and take over if the polls stop: a message that arrives
-// right after the last poll waits at most one lease (ShmTuning::poll_lease).
+// for every message (consumer_sleeping says parked: a send while the lease
+// runs costs no futex wake and the receiving process no thread switch).
+// They park instead and take over when the polls stop: a send that finds
+// the lease over wakes the reader (notify_consumer), and a message that came
+// while the lease ran and was left there waits at most until the control
+// thread's next look (below).
 // A host thread that stops polling to block (EmuDevice::wait) ends the lease
 // at once (end_polling). Only hot polling (polls less than kHotPollGap
 // apart) renews the lease: a poller that only looks now and then (the PMPI
@@ -1173,13 +1188,13 @@ class ShmLink final : public Link {
 // the rest of an empty poll); the gap then counts as the average over the
 // polls since the last read, and the lease starts at most that many polls
 // late (far below its length).
-// The end of a lease that lapses (nobody renewed it) is watched by the
-// transport's control thread, not by each parked reader: the readers sleep
-// until someone wakes them, and the control thread, while any reader is
-// parked, sleeps until the lease would end and wakes them if it did. With
-// the polls going on that is one timed wake-up per process and lease instead
-// of one per inbound ring (4 ranks on 2 cores, 1 MiB allreduce: 12 reader
-// wake-ups per millisecond, each taking a core from a rank with work).
+// The end of a lease that lapses (nobody renewed it) is not watched by each
+// parked reader (4 ranks on 2 cores, 1 MiB allreduce: 12 reader wake-ups per
+// millisecond, each taking a core from a rank with work): senders see it in
+// the ring (RingControl::consumer_lease_end), and for what came before it
+// the transport's control thread, while any reader is parked, looks every
+// ShmTuning::lease_backstop, or when the lease would end if that is later,
+// and wakes them if it lapsed.
 class PollActivity {
  public:
   explicit PollActivity(std::chrono::microseconds lease) : lease_ns_(std::chrono::nanoseconds(lease).count()) {}
@@ -1211,15 +1226,15 @@ class PollActivity {
   // an eighth of a lease (so a hot poller writes the rings' lease line a few
   // times per lease, not on every renewal; what the rings say then ends at
   // most that much early, which only costs a parked reader an early look).
-  bool should_publish(int64_t end) {
+  // A cheap check before the publisher's lock (ShmTransport::publish_lease).
+  bool should_publish(int64_t end) const {
     const int64_t published = published_end_.load(std::memory_order_relaxed);
     const bool both_timed = end != kLeaseNone && end != kLeaseHeld && published != kLeaseNone &&
                             published != kLeaseHeld;
-    if (end == published || (both_timed && end > published && end - published < lease_ns_ / 8)) return false;
-    published_end_.store(end, std::memory_order_relaxed);  // racing publishers: see RingControl
-    return true;
+    return end != published && !(both_timed && end > published && end - published < lease_ns_ / 8);
   }
-  int64_t published_end() const { return published_end_.load(std::memory_order_relaxed); }
+  // Under the publisher's lock: the end the rings are told now.
+  void set_published(int64_t end) { published_end_.store(end, std::memory_order_relaxed); }
   // seq_cst: pairs with a parking reader (parked_ store, then remaining()).
   void end() { last_ns_.store(kNever, std::memory_order_seq_cst); }
   // A reader parks / unparks. The first to park tells the control thread
@@ -1800,16 +1815,16 @@ class ShmTransport final : public Transport, private InboundProgress {
 
   void driver_enters() override {
     polls_.driver_enters();
-    publish_lease();
+    publish_lease(/*always=*/true);
   }
   void driver_leaves() override {
     polls_.driver_leaves();
-    publish_lease();
+    publish_lease(/*always=*/true);
   }
 
   void end_polling() override {
     polls_.end();
-    publish_lease();
+    publish_lease(/*always=*/true);
     pollable_.for_each([](InboundRing& ring) { ring.polls_ended(); });
   }
 
@@ -1854,10 +1869,18 @@ class ShmTransport final : public Transport, private InboundProgress {
   void stop_polling_inbound() override { end_polling(); }
 
   // Tells the inbound rings' senders when our poll lease ends (see
-  // RingControl::consumer_lease_end), when that changed enough to matter.
-  void publish_lease() {
+  // RingControl::consumer_lease_end): after a poll renewed it, when that
+  // moved it enough to matter; `always` after a change of kind (a driver
+  // came or left, the polls ended) and for a new ring. Publishers recompute
+  // the end under one lock, and whoever changed the lease's kind publishes
+  // after the change, so the rings never keep an end older than the last
+  // change (a racing poller's Held after the driver left, say); a skipped
+  // renewal only leaves them an end that comes early.
+  void publish_lease(bool always = false) {
+    if (!always && !polls_.should_publish(polls_.lease_end_ns())) return;
+    std::lock_guard lock(lease_publish_mutex_);
     const int64_t end = polls_.lease_end_ns();
-    if (!polls_.should_publish(end)) return;
+    polls_.set_published(end);
     pollable_.for_each([end](InboundRing& ring) { ring.publish_lease(end); });
   }
 
@@ -2107,8 +2130,8 @@ class ShmTransport final : public Transport, private InboundProgress {
       ring->peer_gone();
     }
     ACCL_LOG_DEBUG("shm: accepted link {} -> {}", format_address(from), format_address(local_));
-    ring->publish_lease(polls_.published_end());
     pollable_.add(ring);
+    publish_lease(/*always=*/true);
     rings_.emplace(fd, std::move(ring));
   }
 
@@ -2167,6 +2190,7 @@ class ShmTransport final : public Transport, private InboundProgress {
   std::thread control_thread_;
   std::atomic<bool> stopping_{false};
   PollActivity polls_{tuning_.poll_lease};  // read by the reader threads: declared before the rings
+  std::mutex lease_publish_mutex_;           // see publish_lease()
 
   // Control thread only (stop() takes them over after joining it).
   std::map<int, Pending> pending_;
@@ -2185,7 +2209,7 @@ std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options, c
 
 std::chrono::microseconds shm_poll_lease(int64_t configured_us, unsigned host_processes, unsigned cores) {
   if (configured_us > 0) return std::chrono::microseconds(configured_us);
-  const bool oversubscribed = host_processes > 0 && host_processes > cores;
+  const bool oversubscribed = host_processes > 0 && !core_per_process(host_processes, cores);
   return oversubscribed ? std::chrono::microseconds(10'000) : std::chrono::microseconds(1'000);
 }
 
