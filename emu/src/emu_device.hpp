@@ -169,6 +169,8 @@ class EmuDevice final : public Device, private DeliveryDriver {
   void driver_leaves();
   // This thread stops polling (it is about to block): Transport::end_polling.
   void end_polling();
+  // Transport::peer_writing on any transport.
+  bool peer_writing() const;
 
   // Declaration order = construction order; destruction runs backwards and
   // ~EmuDevice() stops the threads that use these parts first.

@@ -310,6 +310,10 @@ class Transport {
   // grants issued so far are void; their transfers go the normal way).
   // Bounded; false if a writer was still busy at the bound.
   virtual bool fence_direct_writes() { return true; }
+  // A peer is writing a payload straight into this CCLO's memory right now
+  // (a direct write under way): a call waiting for it is making progress
+  // that no delivery shows until the whole payload is in.
+  virtual bool peer_writing() const { return false; }
 };
 
 struct TransportOptions {

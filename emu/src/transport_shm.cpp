@@ -617,6 +617,17 @@ class DirectGate {
   }
   void end(uint32_t slot) { page_.slots[slot].writers.fetch_sub(1, std::memory_order_seq_cst); }
 
+  // Receiver side: whether a peer is writing a piece into one of our
+  // windows right now (one whose process died mid-piece does not count).
+  bool writer_in() const {
+    const uint32_t used = slots_used_.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < used; ++i) {
+      const Slot& s = page_.slots[i];
+      if (s.writers.load(std::memory_order_acquire) != 0 && alive(s.pid.load(std::memory_order_relaxed))) return true;
+    }
+    return false;
+  }
+
   // Receiver side: voids every grant issued so far and waits, until
   // `deadline`, for the writers still in. A piece is one bounded
   // process_vm_writev, so this normally takes microseconds. A slot whose
@@ -1853,6 +1864,8 @@ class ShmTransport final : public Transport, private InboundProgress {
     direct_.grants.clear();
     port_reservation_.reset();
   }
+
+  bool peer_writing() const override { return direct_.own_gate && direct_.own_gate->writer_in(); }
 
   bool fence_direct_writes() override {
     constexpr auto kMaxWait = std::chrono::seconds(2);

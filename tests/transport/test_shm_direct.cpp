@@ -226,6 +226,34 @@ TEST(ShmDirect, NothingLandsAfterTheFenceReturned) {
   std::printf("direct writes voided by the fence: %d of 60\n", cut_short);
 }
 
+// While a peer writes a payload straight into one of our windows, the
+// receiving transport says so (Transport::peer_writing): a host thread
+// waiting for that payload counts it as progress instead of blocking
+// (EmuDevice::drive_until). Before and after the write it says no.
+TEST(ShmDirect, TheReceiverSeesAPeerWritingIntoItsWindow) {
+  constexpr uint32_t kLarge = 64u << 20;  // 64 pieces: milliseconds of writing
+  Pair p(64 << 10, kLarge);
+  EXPECT_FALSE(p.receiver->peer_writing());
+  bool seen = false;
+  // A watcher on another thread may miss one write on a loaded machine; five
+  // in a row it does not.
+  for (uint32_t round = 0; round < 5 && !seen; ++round) {
+    p.receiver_sink.open = true;
+    p.grant(kLarge);
+    BufferWriter payload(40 + round, kLarge, true);
+    std::atomic<bool> sent{false};
+    std::thread watcher([&] {
+      while (!sent.load(std::memory_order_acquire) && !seen) seen = p.receiver->peer_writing();
+    });
+    EXPECT_EQ(p.send_data(payload, kLarge), 0u) << "the payload went through the ring";
+    sent.store(true, std::memory_order_release);
+    watcher.join();
+    EXPECT_TRUE(window_holds(p.receiver_sink.window, 40 + round));
+  }
+  EXPECT_TRUE(seen) << "no direct write was seen under way";
+  EXPECT_FALSE(p.receiver->peer_writing()) << "the write is over";
+}
+
 TEST(ShmDirect, OtherPayloadsGoThroughTheRing) {
   {
     Pair p;  // not a plain copy of one buffer (arithmetic or conversion)
