@@ -91,7 +91,11 @@ enum ConsumerState : uint32_t { kConsumerOpen = 0, kConsumerClosed = 1 };
 enum ConsumerSleeping : uint32_t { kConsumerAwake = 0, kConsumerAsleep = 1, kConsumerParked = 2 };
 constexpr int64_t kLeaseNone = 0;  // a fresh (zeroed) segment has no lease
 constexpr int64_t kLeaseHeld = INT64_MAX;
+// A lease end that is a time (neither none nor held).
+constexpr bool lease_timed(int64_t end) { return end != kLeaseNone && end != kLeaseHeld; }
 
+// The clock of poll leases, in ns: the receiver's PollActivity and the
+// senders that read its lease end from the ring use the same one.
 int64_t steady_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
@@ -173,7 +177,7 @@ void notify_consumer(RingControl& ctl) {
   if (sleeping == kConsumerAwake) return;
   if (sleeping == kConsumerParked) {
     const int64_t end = ctl.consumer_lease_end.load(std::memory_order_acquire);
-    if (end == kLeaseHeld || (end != kLeaseNone && steady_now_ns() < end)) return;
+    if (end == kLeaseHeld || (lease_timed(end) && steady_now_ns() < end)) return;
   }
   wake(ctl.data_futex);
 }
@@ -1133,7 +1137,7 @@ class ShmLink final : public Link {
       auto slice = drains_rings ? kReaderSendSlice : std::chrono::microseconds(20000);
       if (ctl_.consumer_sleeping.load(std::memory_order_acquire) == kConsumerParked) {
         const int64_t end = ctl_.consumer_lease_end.load(std::memory_order_acquire);
-        if (end != kLeaseHeld && end != kLeaseNone)
+        if (lease_timed(end))
           slice = std::clamp(std::chrono::microseconds((end - steady_now_ns()) / 1000 + 1),
                              std::chrono::microseconds(1), slice);
       }
@@ -1219,7 +1223,7 @@ class PollActivity {
       return false;
     }
     untimed_polls_.store(0, std::memory_order_relaxed);
-    const int64_t now = now_ns();
+    const int64_t now = steady_now_ns();
     const int64_t previous = last_poll_ns_.load(std::memory_order_relaxed);
     last_poll_ns_.store(now, std::memory_order_relaxed);  // racing pollers: either time will do
     if (now - previous > kHotPollGapNs * (int64_t{untimed} + 1)) return false;
@@ -1240,8 +1244,7 @@ class PollActivity {
   // A cheap check before the publisher's lock (ShmTransport::publish_lease).
   bool should_publish(int64_t end) const {
     const int64_t published = published_end_.load(std::memory_order_relaxed);
-    const bool both_timed = end != kLeaseNone && end != kLeaseHeld && published != kLeaseNone &&
-                            published != kLeaseHeld;
+    const bool both_timed = lease_timed(end) && lease_timed(published);
     return end != published && !(both_timed && end > published && end - published < lease_ns_ / 8);
   }
   // Under the publisher's lock: the end the rings are told now.
@@ -1268,7 +1271,7 @@ class PollActivity {
   void driver_leaves() {
     // Not over an end() that raced with us: that thread blocks.
     int64_t last = last_ns_.load(std::memory_order_relaxed);
-    if (last != kNever) last_ns_.compare_exchange_strong(last, now_ns(), std::memory_order_relaxed);
+    if (last != kNever) last_ns_.compare_exchange_strong(last, steady_now_ns(), std::memory_order_relaxed);
     drivers_.fetch_sub(1, std::memory_order_seq_cst);
   }
   // Rest of the lease (zero: nobody polls).
@@ -1276,7 +1279,7 @@ class PollActivity {
     const int64_t last = last_ns_.load(std::memory_order_seq_cst);
     if (last == kNever) return std::chrono::microseconds(0);
     if (drivers_.load(std::memory_order_seq_cst) > 0) return std::chrono::microseconds(lease_ns_ / 1000);
-    const int64_t rest = last + lease_ns_ - now_ns();
+    const int64_t rest = last + lease_ns_ - steady_now_ns();
     return rest <= 0 ? std::chrono::microseconds(0) : std::chrono::microseconds(rest / 1000 + 1);
   }
 
@@ -1284,9 +1287,6 @@ class PollActivity {
   static constexpr int64_t kNever = INT64_MIN;
   static constexpr int64_t kHotPollGapNs = 50'000;
   static constexpr uint32_t kPollsPerClockRead = 8;
-  static int64_t now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-  }
   const int64_t lease_ns_;
   std::atomic<int64_t> last_ns_{kNever};  // lease start; relaxed: a hint, parked readers also wake on every event
   std::atomic<int64_t> last_poll_ns_{kNever / 2};  // any poll (kNever / 2: no overflow in now - previous)
