@@ -2,8 +2,10 @@
 #include <accl/config.hpp>
 #include <accl/log.hpp>
 
+#include <fmt/format.h>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -13,7 +15,20 @@ namespace accl::log {
 namespace {
 
 thread_local int t_rank = -1;
-std::atomic<int> g_level{spdlog::level::err};
+std::atomic<int> g_level{static_cast<int>(Level::error)};
+
+// Our levels are spdlog's without "critical".
+spdlog::level::level_enum to_spdlog(Level level) {
+  switch (level) {
+    case Level::trace: return spdlog::level::trace;
+    case Level::debug: return spdlog::level::debug;
+    case Level::info: return spdlog::level::info;
+    case Level::warn: return spdlog::level::warn;
+    case Level::error: return spdlog::level::err;
+    case Level::off: break;
+  }
+  return spdlog::level::off;
+}
 
 // Renders "rank N" (or "-" when the thread acts for no rank).
 class RankFlag : public spdlog::custom_flag_formatter {
@@ -25,11 +40,18 @@ class RankFlag : public spdlog::custom_flag_formatter {
   std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<RankFlag>(); }
 };
 
-spdlog::level::level_enum level_from_env() {
+Level level_from_env() {
   const char* v = std::getenv("ACCL_LOG_LEVEL");
-  if (v == nullptr || *v == '\0') return spdlog::level::err;
-  auto lvl = spdlog::level::from_str(v);  // unknown names map to off
-  return lvl;
+  if (v == nullptr || *v == '\0') return Level::error;
+  switch (spdlog::level::from_str(v)) {  // spdlog's names; unknown ones map to off
+    case spdlog::level::trace: return Level::trace;
+    case spdlog::level::debug: return Level::debug;
+    case spdlog::level::info: return Level::info;
+    case spdlog::level::warn: return Level::warn;
+    case spdlog::level::err:
+    case spdlog::level::critical: return Level::error;
+    default: return Level::off;
+  }
 }
 
 std::shared_ptr<spdlog::logger> make_logger() {
@@ -42,8 +64,6 @@ std::shared_ptr<spdlog::logger> make_logger() {
   return logger;
 }
 
-}  // namespace
-
 spdlog::logger& logger() {
   static std::shared_ptr<spdlog::logger> instance = [] {
     reload_level();
@@ -52,13 +72,26 @@ spdlog::logger& logger() {
   return *instance;
 }
 
-bool enabled(spdlog::level::level_enum level) {
+}  // namespace
+
+bool enabled(Level level) {
   static const bool loaded = (reload_level(), true);
   (void)loaded;
-  return level >= g_level.load(std::memory_order_relaxed) && level != spdlog::level::off;
+  return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed) && level != Level::off;
 }
 
-void reload_level() { g_level.store(level_from_env(), std::memory_order_relaxed); }
+void write(Level level, fmt::string_view format, fmt::format_args args) {
+  fmt::memory_buffer line;
+  try {
+    fmt::vformat_to(std::back_inserter(line), format, args);
+  } catch (const fmt::format_error& e) {  // a format the compile-time check let through (runtime width...)
+    line.clear();
+    fmt::format_to(std::back_inserter(line), "(unformattable log line '{}': {})", format, e.what());
+  }
+  logger().log(to_spdlog(level), spdlog::string_view_t(line.data(), line.size()));
+}
+
+void reload_level() { g_level.store(static_cast<int>(level_from_env()), std::memory_order_relaxed); }
 
 void set_thread_rank(int rank) { t_rank = rank; }
 int thread_rank() { return t_rank; }

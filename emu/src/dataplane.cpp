@@ -8,13 +8,13 @@
 namespace accl::emu {
 
 namespace {
-spdlog::level::level_enum to_spdlog(int level) {
+log::Level host_level(int level) {
   switch (level) {
-    case fw::kLogError: return spdlog::level::err;
-    case fw::kLogWarn: return spdlog::level::warn;
-    case fw::kLogInfo: return spdlog::level::info;
-    case fw::kLogDebug: return spdlog::level::debug;
-    default: return spdlog::level::trace;
+    case fw::kLogError: return log::Level::error;
+    case fw::kLogWarn: return log::Level::warn;
+    case fw::kLogInfo: return log::Level::info;
+    case fw::kLogDebug: return log::Level::debug;
+    default: return log::Level::trace;
   }
 }
 }  // namespace
@@ -160,11 +160,11 @@ void EmuDataPlane::idle(uint64_t deadline_ns) {
 
 bool EmuDataPlane::stop_requested() { return doorbell_.stopped(); }
 
-bool EmuDataPlane::log_enabled(int level) { return log::enabled(to_spdlog(level)); }
+bool EmuDataPlane::log_enabled(int level) { return log::enabled(host_level(level)); }
 
 void EmuDataPlane::log(int level, const char* message) {
   try {
-    ACCL_LOG_AT(to_spdlog(level), "{}", message != nullptr ? message : "");
+    ACCL_LOG_AT(host_level(level), "{}", message != nullptr ? message : "");
   } catch (...) {
     // Logging must never take the firmware down.
   }
