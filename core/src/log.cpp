@@ -43,13 +43,14 @@ class RankFlag : public spdlog::custom_flag_formatter {
 Level level_from_env() {
   const char* v = std::getenv("ACCL_LOG_LEVEL");
   if (v == nullptr || *v == '\0') return Level::error;
-  switch (spdlog::level::from_str(v)) {  // spdlog's names; unknown ones map to off
+  // spdlog's names. Unknown ones map to off, and so does "critical": we log
+  // nothing above error.
+  switch (spdlog::level::from_str(v)) {
     case spdlog::level::trace: return Level::trace;
     case spdlog::level::debug: return Level::debug;
     case spdlog::level::info: return Level::info;
     case spdlog::level::warn: return Level::warn;
-    case spdlog::level::err:
-    case spdlog::level::critical: return Level::error;
+    case spdlog::level::err: return Level::error;
     default: return Level::off;
   }
 }
@@ -80,15 +81,21 @@ bool enabled(Level level) {
   return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed) && level != Level::off;
 }
 
-void write(Level level, fmt::string_view format, fmt::format_args args) {
-  fmt::memory_buffer line;
+void write(Level level, fmt::string_view format, fmt::format_args args) noexcept {
+  // Callers log from destructors, catch handlers and the firmware's callbacks
+  // (built without exceptions): nothing may escape, not even bad_alloc.
   try {
-    fmt::vformat_to(std::back_inserter(line), format, args);
-  } catch (const fmt::format_error& e) {  // a format the compile-time check let through (runtime width...)
-    line.clear();
-    fmt::format_to(std::back_inserter(line), "(unformattable log line '{}': {})", format, e.what());
+    fmt::memory_buffer line;
+    try {
+      fmt::vformat_to(std::back_inserter(line), format, args);
+    } catch (const fmt::format_error& e) {  // a format the compile-time check let through (runtime width...)
+      line.clear();
+      fmt::format_to(std::back_inserter(line), "(unformattable log line '{}': {})", format, e.what());
+    }
+    logger().log(to_spdlog(level), spdlog::string_view_t(line.data(), line.size()));
+  } catch (...) {
+    // The line is lost; the log is best effort.
   }
-  logger().log(to_spdlog(level), spdlog::string_view_t(line.data(), line.size()));
 }
 
 void reload_level() { g_level.store(static_cast<int>(level_from_env()), std::memory_order_relaxed); }

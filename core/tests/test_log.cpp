@@ -62,13 +62,33 @@ TEST_F(Log, ArgumentsOfADisabledLevelAreNotEvaluated) {
   EXPECT_EQ(evaluated, 1);
 }
 
-TEST_F(Log, TraceShowsEverythingAndUnknownNamesSilenceTheLog) {
+TEST_F(Log, LevelNamesAreSpdlogs) {
   set_level("trace");
   EXPECT_TRUE(accl::log::enabled(Level::trace));
+  set_level("debug");
+  EXPECT_FALSE(accl::log::enabled(Level::trace));
+  EXPECT_TRUE(accl::log::enabled(Level::debug));
+  set_level("warning");
+  EXPECT_FALSE(accl::log::enabled(Level::info));
+  EXPECT_TRUE(accl::log::enabled(Level::warn));
+  set_level("err");
+  EXPECT_FALSE(accl::log::enabled(Level::warn));
+  EXPECT_TRUE(accl::log::enabled(Level::error));
+  // Nothing is logged above error: "critical" and unknown names silence the log.
+  set_level("critical");
+  EXPECT_FALSE(accl::log::enabled(Level::error));
   set_level("loud");
   EXPECT_FALSE(accl::log::enabled(Level::error));
   set_level("off");
   EXPECT_FALSE(accl::log::enabled(Level::error));
+}
+
+TEST_F(Log, AFormatThatFailsAtRunTimeStillLogsALine) {
+  set_level("info");
+  ::testing::internal::CaptureStderr();
+  ACCL_LOG_INFO("width {:{}}", 1, -2);  // a negative dynamic width passes the compile-time check
+  const std::string out = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(out.rfind("[accl - info] (unformattable log line 'width {:{}}': ", 0), 0u) << out;
 }
 
 }  // namespace
