@@ -49,7 +49,8 @@ def summary_with_zero_best(rr, tmp):
     args = types.SimpleNamespace(
         nps_all=[2], repeats=1, iters=1, warmup=1, validate=True, osu_dir=None, max_size=None,
         mpirun="mpirun", mpirun_args="", pmpi_lib="libaccl_pmpi.so", accl_env={}, mpi_version="test",
-        osu_bin_dir="/nowhere", load_start=(0, 0, 0), git_rev="test", out=tmp, callgrind_iters=1, scale_np=0)
+        osu_bin_dir="/nowhere", load_start=(0, 0, 0), git_rev="test", out=tmp, callgrind_iters=1, scale_np=0,
+        target_repeats=2)
     md = os.path.join(tmp, "zero.md")
     try:
         rr.write_markdown(args, rec, {}, {}, {}, {}, rr.datetime.datetime.now(), md)
@@ -71,6 +72,23 @@ def default_sizes(rr):
         check(rr.max_size_for(args, bench) >= 1 << 20, "%s reaches 1 MiB by default" % bench)
     args.max_size = 4096
     check(rr.max_size_for(args, "allreduce") == 4096, "--max-size overrides")
+
+
+def target_ranges(rr):
+    args = types.SimpleNamespace(max_size=None, min_size=None, iters=10, warmup=1, validate=False, osu_dir=None,
+                                 extra={}, type_overrides={})
+    every = ("latency", "bw", "bibw", "allreduce", "bcast", "reduce", "allgather", "reduce_scatter", "alltoall",
+             "barrier")
+    ranges = rr.target_ranges(args, every)
+    check(ranges == {"latency": (8, 8), "bw": (4 << 20, 4 << 20), "allreduce": (1 << 20, 16 << 20),
+                     "bcast": (1 << 20, 1 << 20), "reduce": (1 << 20, 1 << 20), "allgather": (1 << 20, 1 << 20),
+                     "reduce_scatter": (1 << 20, 1 << 20), "alltoall": (1 << 20, 1 << 20)},
+          "every target size, one narrowed range per benchmark: %s" % ranges)
+    check(rr.osu_args(args, "allreduce", ranges["allreduce"])[:2] == ["-m", "%d:%d" % (1 << 20, 16 << 20)],
+          "a target run asks for the target sizes only")
+    args.max_size = 64
+    check(rr.target_ranges(args, every) == {"latency": (8, 8)}, "sizes outside --max-size are not run")
+    check(rr.target_ranges(args, ("bw", "barrier")) == {}, "only the benchmarks of this report")
 
 
 def target_verdicts(rr):
@@ -122,7 +140,7 @@ def real_run(report, build, tmp):
     cmd = [sys.executable, report, "--build", build, "--no-build", "--no-install", "--out", out,
            "--ranks", "2", "--repeats", "1", "--benchmarks", "latency,bw,allreduce",
            "--min-size", "8", "--max-size", "64", "--iters", "5", "--warmup", "1",
-           "--skip", "callgrind,core,scale,profile,plots", "--timeout", "120"]
+           "--skip", "callgrind,core,scale,profile,plots", "--timeout", "120", "--target-repeats", "1"]
     print("+", " ".join(cmd), flush=True)
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     print(proc.stdout[-4000:])
@@ -135,7 +153,10 @@ def real_run(report, build, tmp):
     for r in rows:
         check(r["native_best"] != "" and r["accl_best"] != "",
               "%s %s B: native and ACCL values" % (r["benchmark"], r["size_bytes"]))
-        check(r["accl_runs_ok"] == "1/1", "%s ACCL run succeeded (offloaded, no fallback)" % r["benchmark"])
+        # latency's 8 B target lies in the range: one further run of each mode, at 8 B only.
+        runs = "2/2" if r["benchmark"] == "latency" else "1/1"
+        check(r["accl_runs_ok"] == runs and r["native_runs_ok"] == runs,
+              "%s: every run succeeded (ACCL offloaded, no fallback), %s each" % (r["benchmark"], runs))
     if os.path.exists(os.path.join(build, "tests", "pmpi", "pmpi_test_alloc")):
         with open(os.path.join(out, "report.md")) as f:
             alloc = [line for line in f if line.startswith("| allocations per call")]
@@ -149,6 +170,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         summary_with_zero_best(rr, tmp)
         default_sizes(rr)
+        target_ranges(rr)
         target_verdicts(rr)
         real_run(report, build, tmp)
 
