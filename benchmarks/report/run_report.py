@@ -343,8 +343,9 @@ def run_matrix(args, rec, benches, nps, repeats, tag, ranges=None):
                     lp = os.path.join(args.logdir, "%s-%s-np%d-%s-r%d.log" % (tag, bench, np_, mode, rep))
                     rc, out, err, dt = run(cmd, env=mpi_env(), timeout=args.timeout, log_path=lp)
                     ok = rec.add(bench, np_, mode, rc, out, err, cmd)
-                    log("[%d/%d] %s%-15s np=%d %-6s rep %d: %s (%.1f s)" % (
-                        n, total, "" if tag == "osu" else tag + " ", bench, np_, mode, rep + 1, "ok" if ok else "FAILED " + rec.errors.get(
+                    what = bench if tag == "osu" else "%s %s" % (tag, bench)
+                    log("[%d/%d] %-15s np=%d %-6s rep %d: %s (%.1f s)" % (
+                        n, total, what, np_, mode, rep + 1, "ok" if ok else "FAILED " + rec.errors.get(
                             (bench, np_, mode), ""), dt))
                     if not ok and mode == "accl" and rep == 0 and args.fail_fast_accl:
                         break
@@ -803,6 +804,8 @@ MPI_TARGETS = (
     [("%s 1 MiB" % b, b, 1 << 20, "min_speedup", 0.8)
      for b in ("bcast", "reduce", "allgather", "reduce_scatter", "alltoall")])
 TARGET_RANKS = (2, 4)
+INTERPOSITION_MAX_IR = 150
+MEMORY_MAX_EXTRA_KIB = 64 << 10
 
 
 def target_ranges(args, benches):
@@ -815,8 +818,6 @@ def target_ranges(args, benches):
         have = ranges.get(bench)
         ranges[bench] = (min(have[0], size), max(have[1], size)) if have else (size, size)
     return ranges
-INTERPOSITION_MAX_IR = 150
-MEMORY_MAX_EXTRA_KIB = 64 << 10
 
 
 def interposition_extra(cg, bench):
