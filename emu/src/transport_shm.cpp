@@ -234,12 +234,22 @@ std::chrono::microseconds until(Clock::time_point deadline, std::chrono::microse
 // each page is also touched here, written by the creator (the segment is
 // new and all zero) and read by the side that opens it.
 void prefault_segment(void* base, size_t bytes, bool creator) {
+#ifdef MADV_POPULATE_WRITE
   (void)::madvise(base, bytes, MADV_POPULATE_WRITE);  // best effort: Linux 5.14+
+#endif
   auto* p = static_cast<volatile std::byte*>(base);
   for (size_t off = 0; off < bytes; off += kPageBytes) {
     if (creator) p[off] = std::byte{0};
     else (void)p[off];
   }
+}
+
+// Allocates the pages of a new segment of `bytes`; false (errno set) when
+// the file system has no room. A file system without fallocate leaves them
+// to the first touch, as before.
+bool reserve_pages(int fd, size_t bytes) {
+  if (::fallocate(fd, 0, 0, static_cast<off_t>(bytes)) == 0) return true;
+  return errno == EOPNOTSUPP;
 }
 
 // One mapped segment. Mappings are shared through a per-process registry so
@@ -270,7 +280,10 @@ class Mapping {
     if (!fd) return nullptr;
     const size_t bytes = kControlBytes + ring_bytes;
     void* base = MAP_FAILED;
-    if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) == 0)
+    // The pages are reserved now (prefault_segment touches them all): with
+    // /dev/shm full the link is refused here, with an error, instead of the
+    // touch dying of SIGBUS.
+    if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) == 0 && reserve_pages(fd.get(), bytes))
       base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
     if (base == MAP_FAILED) {
       int saved = errno;

@@ -132,8 +132,9 @@ long minor_faults() {
 // the ring (before, one every 4 KiB of ring on each side: every 32nd round
 // trip of an 8-byte ping-pong, tens of microseconds each on a VM).
 TEST(Shm, RingPagesAreMappedWhenTheLinkOpens) {
-#if defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "ThreadSanitizer maps its shadow of the ring on first access";
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  // Their shadow memory (and ASan's fake stacks) fault in pages of their own.
+  GTEST_SKIP() << "sanitizer shadow memory takes page faults of its own";
 #else
   CountingSink sink_a, sink_b;
   auto a = make_shm_transport(options());
