@@ -8,6 +8,10 @@
 //               memcpy of the same bytes in the same run;
 //   * allreduce float32 SUM over all ranks (device buffers), next to memcpy;
 //   * nop       round trip of one synchronous call (µs);
+//   * pingpong  send/recv ping-pong between ranks 0 and 1, one host thread
+//               each (OSU latency's pattern without MPI and the PMPI layer);
+//               ACCL_EMU_TRANSPORT=shm puts the ring of two processes between
+//               them instead of the in-process transport;
 //   * optional sweeps of bcast, reduce, allgather, reduce_scatter, alltoall;
 //   * scaling   allreduce time vs rank count next to the ring model
 //               2(P-1)/P * N bytes per rank.
@@ -25,6 +29,7 @@
 #include <accl_emu/emulator.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <chrono>
 #include <cmath>
@@ -59,6 +64,8 @@ struct Args {
   unsigned max_iters = 1000;
   unsigned fixed_iters = 0;      // --iters: fixed count instead of the budget
   unsigned nop_iters = 20000;
+  unsigned pingpong_iters = 20000;
+  std::vector<size_t> pingpong_sizes = {8, 1024, 4096};
   std::vector<std::string> ops = {"copy", "allreduce", "nop"};
   bool scaling = false;
   std::vector<unsigned> scale_ranks = {2, 3, 4, 6, 8, 12, 16};
@@ -77,8 +84,8 @@ struct Args {
   std::fprintf(out,
       "Usage: accl-bench-core [options]\n"
       "  --ranks N            emulated CCLOs in this process (default 4, up to 16)\n"
-      "  --ops LIST           comma list of copy,allreduce,nop,bcast,reduce,allgather,\n"
-      "                       reduce_scatter,alltoall (default copy,allreduce,nop)\n"
+      "  --ops LIST           comma list of copy,allreduce,nop,pingpong,bcast,reduce,\n"
+      "                       allgather,reduce_scatter,alltoall (default copy,allreduce,nop)\n"
       "  --all                every op above\n"
       "  --min BYTES --max BYTES  size range (default 64 .. 64M; K/M/G suffixes)\n"
       "  --step F             size multiplier between rows (default 2)\n"
@@ -86,6 +93,8 @@ struct Args {
       "  --iters N            fixed iteration count per size instead of --budget\n"
       "  --max-iters N        cap of budget-derived iterations (default 1000)\n"
       "  --nop-iters N        nop round trips (default 20000)\n"
+      "  --pingpong-iters N   pingpong round trips per size (default 20000)\n"
+      "  --pingpong-sizes LIST  pingpong message sizes (default 8,1K,4K)\n"
       "  --scaling            allreduce vs rank count next to the ring model\n"
       "  --scale-ranks LIST   rank counts for --scaling (default 2,3,4,6,8,12,16)\n"
       "  --scale-sizes LIST   sizes for --scaling (default 1M,16M)\n"
@@ -142,7 +151,7 @@ Args parse_args(int argc, char** argv) {
       if (o == "-h" || o == "--help") usage(0);
       else if (o == "--ranks") a.ranks = static_cast<unsigned>(std::stoul(next()));
       else if (o == "--ops") a.ops = split(next());
-      else if (o == "--all") a.ops = {"copy", "allreduce", "nop", "bcast", "reduce", "allgather", "reduce_scatter", "alltoall"};
+      else if (o == "--all") a.ops = {"copy", "allreduce", "nop", "pingpong", "bcast", "reduce", "allgather", "reduce_scatter", "alltoall"};
       else if (o == "--min") a.min_bytes = parse_bytes(next());
       else if (o == "--max") a.max_bytes = parse_bytes(next());
       else if (o == "--step") a.step = static_cast<unsigned>(std::stoul(next()));
@@ -150,6 +159,11 @@ Args parse_args(int argc, char** argv) {
       else if (o == "--iters") a.fixed_iters = static_cast<unsigned>(std::stoul(next()));
       else if (o == "--max-iters") a.max_iters = static_cast<unsigned>(std::stoul(next()));
       else if (o == "--nop-iters") a.nop_iters = static_cast<unsigned>(std::stoul(next()));
+      else if (o == "--pingpong-iters") a.pingpong_iters = static_cast<unsigned>(std::stoul(next()));
+      else if (o == "--pingpong-sizes") {
+        a.pingpong_sizes.clear();
+        for (auto& s : split(next())) a.pingpong_sizes.push_back(parse_bytes(s));
+      }
       else if (o == "--scaling") a.scaling = true;
       else if (o == "--only-scaling") a.scaling = only_scaling = true;
       else if (o == "--scale-ranks") {
@@ -627,6 +641,66 @@ void bench_nop(const Args& a, World& w, Out& out, Targets& tg) {
   tg.add(s.median_s * 1e6 <= 5.0, buf);
 }
 
+// OSU latency's pattern between ranks 0 and 1 of the world, each on a host
+// thread of its own: rank 0 sends and waits for the echo, rank 1 receives and
+// sends back. Host buffers over plain memory, as the PMPI layer uses them.
+// Each message carries its iteration number, which the receiver checks.
+void bench_pingpong(const Args& a, World& w, Out& out) {
+  if (w.size() < 2) throw std::invalid_argument("pingpong needs --ranks 2 or more");
+  const char* transport = std::getenv("ACCL_EMU_TRANSPORT");
+  out.table("\n# pingpong: ranks 0 and 1, one host thread each, transport %s; one-way latency = round trip / 2\n",
+            transport != nullptr && *transport != '\0' ? transport : "auto");
+  out.table("%10s %7s %12s %12s %12s\n", "bytes", "iters", "median(us)", "min(us)", "mean(us)");
+  constexpr unsigned kTag = 7;
+  constexpr unsigned kWarmup = 200;
+  for (size_t bytes : a.pingpong_sizes) {
+    const size_t elems = std::max<size_t>(bytes / 4, 1);
+    const unsigned count = static_cast<unsigned>(elems);
+    std::vector<float> mem0(elems, 0.0f), mem1(elems, 0.0f);
+    auto b0 = w[0].create_buffer_host<float>(mem0.data(), elems);
+    auto b1 = w[1].create_buffer_host<float>(mem1.data(), elems);
+    const unsigned total = kWarmup + a.pingpong_iters;
+    std::vector<double> round_trips;
+    round_trips.reserve(a.pingpong_iters);
+    std::atomic<unsigned> wrong{0};
+    std::exception_ptr echo_error;
+    std::thread echo([&] {
+      try {
+        for (unsigned i = 0; i < total; ++i) {
+          w[1].recv(*b1, count, 0, kTag);
+          if (mem1[0] != static_cast<float>(i) || mem1[elems - 1] != static_cast<float>(i)) ++wrong;
+          mem1[0] = mem1[elems - 1] = static_cast<float>(i) + 0.5f;
+          w[1].send(*b1, count, 0, kTag);
+        }
+      } catch (...) {
+        echo_error = std::current_exception();
+      }
+    });
+    try {
+      for (unsigned i = 0; i < total; ++i) {
+        mem0[0] = mem0[elems - 1] = static_cast<float>(i);
+        const auto t0 = Clock::now();
+        w[0].send(*b0, count, 1, kTag);
+        w[0].recv(*b0, count, 1, kTag);
+        const double rt = seconds(Clock::now() - t0);
+        if (mem0[0] != static_cast<float>(i) + 0.5f || mem0[elems - 1] != static_cast<float>(i) + 0.5f) ++wrong;
+        if (i >= kWarmup) round_trips.push_back(rt / 2);
+      }
+    } catch (...) {
+      echo.join();  // its next receive ends at the device timeout
+      throw;
+    }
+    echo.join();
+    if (echo_error) std::rethrow_exception(echo_error);
+    Sample s = summarize(round_trips);
+    const bool ok = wrong.load() == 0;
+    if (!ok) ++failures;
+    out.table("%10s %7u %12.3f %12.3f %12.3f%s\n", human(elems * 4).c_str(), s.iters, s.median_s * 1e6,
+              s.min_s * 1e6, s.mean_s * 1e6, ok ? "" : "  WRONG RESULT");
+    out.row("pingpong", "pingpong", 2, elems * 4, s, 0, 0, nullptr, 0, 0, ok ? "ok" : "wrong");
+  }
+}
+
 // One collective at one size on world `w`. Returns false on a wrong result.
 bool run_collective(const Args& a, World& w, const OpSpec& op, size_t bytes, Sample& s, size_t& count_out) {
   size_t se = 0, de = 0, c = 0;
@@ -763,11 +837,12 @@ int main(int argc, char** argv) {
       }
     };
     if (wanted("nop")) guarded("nop", [&] { bench_nop(a, *w, out, tg); });
+    if (wanted("pingpong")) guarded("pingpong", [&] { bench_pingpong(a, *w, out); });
     if (wanted("copy")) guarded("copy", [&] { bench_copy(a, *w, out, tg); });
     for (const auto& op : collective_ops())
       if (wanted(op.name.c_str())) guarded(op.name.c_str(), [&] { bench_collective(a, *w, op, out, tg); });
     for (const auto& o : a.ops) {
-      static const char* known[] = {"copy", "nop", "allreduce", "bcast", "reduce", "allgather", "reduce_scatter", "alltoall"};
+      static const char* known[] = {"copy", "nop", "pingpong", "allreduce", "bcast", "reduce", "allgather", "reduce_scatter", "alltoall"};
       if (std::none_of(std::begin(known), std::end(known), [&](const char* k) { return o == k; }))
         std::fprintf(stderr, "accl-bench-core: unknown op '%s' ignored\n", o.c_str());
     }

@@ -43,7 +43,8 @@ struct EmuOptions {
   // known). With at most one per core a waiting host thread may drive its
   // CCLO longer (ACCL_EMU_DRIVE_SPIN_US): it holds a core nobody else needs.
   // With more of them than cores it yields the core between polls
-  // (ACCL_EMU_YIELD_US) instead of blocking at once.
+  // (ACCL_EMU_YIELD_US) instead of blocking at once. create_local_world()
+  // counts its CCLOs when they fit the cores and this is left at 0.
   unsigned host_processes = 0;
 };
 
