@@ -10,6 +10,9 @@ It then adds
   * pure-interposition cost: valgrind --tool=callgrind, ACCL_OFFLOAD=off vs
     native, 8 B latency and allreduce: extra instructions per call;
   * resident memory per rank (native vs ACCL) from the programs' VmHWM line;
+  * latency by layer: 8 B one-way time of the shared-memory transport alone,
+    of the driver API (accl-bench-pingpong) and of MPI under the PMPI
+    layer, next to native MPI, alternating and best of the repeats;
   * the in-process driver benchmark (accl-bench-core) with its targets;
   * a scale section: 8 ranks oversubscribed, and accl-bench-core up to 16
     in-process CCLOs next to the ring model.
@@ -609,6 +612,90 @@ def profile_missed(args, core):
 
 
 # ----------------------------------------------------------------------------
+# latency by layer
+# ----------------------------------------------------------------------------
+# The rungs, bottom up: what each adds on the way from the wire to MPI_Recv.
+LADDER_RUNGS = [
+    ("transport", "shared-memory transport alone (accl-bench-pingpong --layer transport)"),
+    ("driver", "ACCL driver API: send/recv through the emulated CCLO (accl-bench-pingpong --layer driver)"),
+    ("mpi", "MPI_Send/MPI_Recv under libaccl_pmpi.so (osu_latency)"),
+]
+
+
+def parse_rung_mean(text, size):
+    """Mean one-way µs of `size` bytes from accl-bench-pingpong output."""
+    for line in text.splitlines():
+        cols = line.split()
+        if len(cols) == 5 and cols[0] in (str(size), human(size)):
+            try:
+                return float(cols[4])
+            except ValueError:
+                return None
+    return None
+
+
+def run_latency_ladder(args):
+    """8 B one-way latency of each layer and of native MPI, 2 ranks, alternating, best (lowest mean) of
+    args.repeats runs each. -> {"iters", "runs", "best": {rung: µs}, "errors": {rung: text}}"""
+    size, iters = 8, args.ladder_iters
+    pingpong = os.path.join(args.build, "benchmarks", "core", "accl-bench-pingpong")
+    prog = args.binaries.get("latency")
+    cmds = {}
+    if os.path.exists(pingpong):
+        for layer in ("transport", "driver"):
+            cmds[layer] = ([pingpong, "--layer", layer, "--transport", "shm", "--sizes", str(size),
+                            "--iters", str(iters)], None)
+    if prog:
+        margs = ["-m", "%d:%d" % (size, size), "-i", str(iters), "-x", str(max(1, iters // 10))]
+        cmds["native"] = (mpirun_cmd(args, 2, prog, margs), None)
+        if args.pmpi_lib:
+            cmds["mpi"] = (mpirun_cmd(args, 2, prog, margs, accl_env_for(args)), None)
+    res = {"iters": iters, "runs": args.repeats, "best": {}, "errors": {}}
+    for rep in range(args.repeats):
+        for rung, (cmd, extra_env) in cmds.items():
+            rc, out, err, _ = run(cmd, env=mpi_env(extra_env), timeout=args.timeout,
+                                  log_path=os.path.join(args.logdir, "ladder-%s-%d.log" % (rung, rep)))
+            if rung in ("native", "mpi"):
+                value = parse_osu(out)[1].get(size) if rc == 0 else None
+            else:
+                value = parse_rung_mean(out, size) if rc == 0 else None
+            if value is None:
+                res["errors"].setdefault(rung, "exit %d: %s" % (rc, first_error_line(err, out)))
+                continue
+            res["best"][rung] = min(value, res["best"].get(rung, value))
+    log("latency by layer: %s" % json.dumps(res["best"]))
+    return res
+
+
+def md_latency_ladder(L, ladder, args):
+    L.append("## Latency by layer (2 ranks, 8 B, one way)")
+    L.append("")
+    if not ladder:
+        L.append("_skipped (--skip ladder)_")
+        L.append("")
+        return
+    best = ladder["best"]
+    native = best.get("native")
+    L.append("Two processes on this host, 8 B ping-pong; mean one-way time (round trip / 2, as osu_latency "
+             "prints it), best of %d alternating runs of %d round trips each; `x native` = time / native MPI "
+             "time. Each layer runs on the ones listed before it." % (ladder["runs"], ladder["iters"]))
+    L.append("")
+    rows = [["native Open MPI (osu_latency)", "%.3f" % native if native else "–", "1.00" if native else "–", ""]]
+    below = None
+    for rung, what in LADDER_RUNGS:
+        v = best.get(rung)
+        rows.append([what, "%.3f" % v if v is not None else "–",
+                     "%.2f" % (v / native) if v is not None and native else "–",
+                     "%+.3f" % (v - below) if v is not None and below is not None else
+                     ladder["errors"].get(rung, "").replace("|", "/")])
+        if v is not None:
+            below = v
+    L.append(md_table(["layer", "µs", "x native", "added by this layer (µs)"], rows))
+    L.append("")
+
+
+
+# ----------------------------------------------------------------------------
 # outputs
 # ----------------------------------------------------------------------------
 def speedup(kind, native, accl):
@@ -879,7 +966,7 @@ def speed_targets(rec, cg, allocs=None):
     return rows
 
 
-def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=(), allocs=None):
+def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=(), allocs=None, ladder=None):
     L = []
     L.append("# ACCL for MPI — performance report (%s)" % started.strftime("%Y-%m-%d %H:%M"))
     L.append("")
@@ -1029,6 +1116,8 @@ def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=
                            "extra Ir/call (wrapper-own)", "note"], rows))
     L.append("")
 
+    md_latency_ladder(L, ladder, args)
+
     # core
     L.append("## In-process driver benchmark (accl-bench-core, no MPI)")
     L.append("")
@@ -1136,7 +1225,9 @@ def main():
     ap.add_argument("--core-budget", type=float, default=0.2, help="accl-bench-core --budget (default 0.2)")
     ap.add_argument("--all-ops", action="store_true", help="also the core per-call sweeps (bcast, reduce, ...)")
     ap.add_argument("--callgrind-iters", type=int, default=2000, help="iterations under callgrind (default 2000)")
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: osu,alloc,callgrind,core,scale,stats,plots,profile")
+    ap.add_argument("--ladder-iters", type=int, default=20000,
+                    help="round trips per run of the latency-by-layer section (default 20000)")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: osu,alloc,callgrind,ladder,core,scale,stats,plots,profile")
     ap.add_argument("--quick", action="store_true",
                     help="short run: sizes to 64K, -i 50 -x 5, core to 16M with budget 0.05, callgrind 500 iters")
     ap.add_argument("--nice", type=int, default=0,
@@ -1151,7 +1242,8 @@ def main():
     if args.quick:
         # Only what was left at its default changes.
         for name, quick in (("max_size", 64 << 10), ("iters", 50), ("warmup", 5), ("core_max", 16 << 20),
-                            ("core_budget", 0.05), ("callgrind_iters", 500)):
+                            ("core_budget", 0.05), ("callgrind_iters", 500),
+                            ("ladder_iters", 2000)):
             if getattr(args, name) == ap.get_default(name):
                 setattr(args, name, quick)
     if args.target_repeats < 0:
@@ -1203,7 +1295,7 @@ def main():
     # build is brought up to date (ninja does nothing when it is), so the
     # report never measures a stale libaccl_pmpi.so
     osu_build_dir = os.path.join(args.build, "benchmarks", "osu")
-    want_targets = ["pmpi/libaccl_pmpi.so", "benchmarks/core/accl-bench-core"]
+    want_targets = ["pmpi/libaccl_pmpi.so", "benchmarks/core/accl-bench-core", "benchmarks/core/accl-bench-pingpong"]
     if "alloc" not in skip:
         want_targets += [ALLOC_PROGRAM, ALLOC_COUNTER]
     if not args.osu_dir:
@@ -1265,6 +1357,7 @@ def main():
         stats_run(args, benches, ranks[:1])
     allocs = {} if "alloc" in skip else count_allocations(args, ranks)
     cg = {} if "callgrind" in skip else run_callgrind(args)
+    ladder = {} if "ladder" in skip else run_latency_ladder(args)
     core = {} if "core" in skip else run_core(args)
     scaling = {} if "scale" in skip else run_core_scaling(args)
 
@@ -1272,7 +1365,7 @@ def main():
     plots = plot_all(args, rec, plotter, core, scaling)
     profiles = [] if "profile" in skip or "core" in skip else profile_missed(args, core)
     write_markdown(args, rec, cg, core, scaling, plots, started, os.path.join(args.out, "report.md"), profiles,
-                   allocs)
+                   allocs, ladder)
     with open(os.path.join(args.out, "callgrind.json"), "w") as f:
         json.dump(cg, f, indent=1)
     log("wrote %s (report.md, results.csv, %d plots) in %.0f s" % (

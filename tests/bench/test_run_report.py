@@ -11,13 +11,15 @@
 3. A real run on 2 ranks (latency, bw, allreduce; a few tiny sizes, one repeat
    each, native and under LD_PRELOAD with ACCL_FALLBACK=error): report.md and
    results.csv exist and every row has both a native and an ACCL value, so an
-   ACCL run that aborted (e.g. a fallback) fails this test.
+   ACCL run that aborted (e.g. a fallback) fails this test; the latency-by-layer
+   section has a time and a ratio for native MPI and each of the three layers.
 
 Usage: test_run_report.py <meson build dir> <source dir>
 """
 import csv
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -140,7 +142,8 @@ def real_run(report, build, tmp):
     cmd = [sys.executable, report, "--build", build, "--no-build", "--no-install", "--out", out,
            "--ranks", "2", "--repeats", "1", "--benchmarks", "latency,bw,allreduce",
            "--min-size", "8", "--max-size", "64", "--iters", "5", "--warmup", "1",
-           "--skip", "callgrind,core,scale,profile,plots", "--timeout", "120", "--target-repeats", "1"]
+           "--skip", "callgrind,core,scale,profile,plots", "--timeout", "120", "--target-repeats", "1",
+           "--ladder-iters", "500"]
     print("+", " ".join(cmd), flush=True)
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     print(proc.stdout[-4000:])
@@ -157,6 +160,13 @@ def real_run(report, build, tmp):
         runs = "2/2" if r["benchmark"] == "latency" else "1/1"
         check(r["accl_runs_ok"] == runs and r["native_runs_ok"] == runs,
               "%s: every run succeeded (ACCL offloaded, no fallback), %s each" % (r["benchmark"], runs))
+    with open(os.path.join(out, "report.md")) as f:
+        report_text = f.read()
+    ladder = report_text.split("## Latency by layer", 1)[-1].split("\n## ", 1)[0]
+    ladder_rows = [line for line in ladder.splitlines() if line.startswith("| ") and "µs" not in line]
+    measured = [line for line in ladder_rows if re.match(r"\| [^|]+ \| \d+\.\d+ \| \d+\.\d\d \|", line)]
+    check("## Latency by layer" in report_text and len(measured) == 4,
+          "latency by layer: native, transport, driver and MPI rows with a time and a ratio each: %s" % ladder_rows)
     if os.path.exists(os.path.join(build, "tests", "pmpi", "pmpi_test_alloc")):
         with open(os.path.join(out, "report.md")) as f:
             alloc = [line for line in f if line.startswith("| allocations per call")]

@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// accl-bench-pingpong: one-way latency between two processes on this host,
+// without MPI, at one of two layers:
+//
+//   --layer transport  an emulator transport alone (shared memory, or TCP):
+//                      64-byte wire header + payload, each side polling its
+//                      transport (Transport::poll, as a waiting host thread
+//                      of the emulated CCLO does) until the echo arrived;
+//   --layer driver     the ACCL driver API over the emulated CCLO (firmware,
+//                      data plane and that transport): send() and recv() of
+//                      host buffers, as an ACCL application would call them.
+//
+// The parent and a forked child play ping-pong; the parent times it. Every
+// message carries its round number, which the receiver checks. With
+// osu_latency natively and under libaccl_pmpi.so (the same two processes,
+// plus MPI and the PMPI layer) the benchmark report builds the latency
+// ladder: what each layer adds on the way from the wire to MPI_Recv.
+#include "transport.hpp"
+
+#include <accl/accl.hpp>
+#include <accl_emu/emulator.hpp>
+
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using accl::emu::Clock;
+using accl::emu::NetAddress;
+using accl::emu::PayloadWriter;
+using accl::emu::ReceiveTicket;
+using accl::emu::Sink;
+using accl::emu::Transport;
+
+constexpr unsigned kWarmup = 200;
+
+struct Args {
+  std::string layer = "transport";
+  std::string transport = "shm";
+  unsigned iters = 20000;
+  std::vector<size_t> sizes = {8, 1024, 4096};
+  std::chrono::seconds timeout{20};
+};
+
+[[noreturn]] void usage(int status) {
+  std::fprintf(status == 0 ? stdout : stderr,
+               "Usage: accl-bench-pingpong [--layer transport|driver] [--transport shm|tcp] [--iters N]\n"
+               "                           [--sizes LIST] [--timeout-s S]\n"
+               "  One-way latency (round trip / 2) between two processes: an emulator transport alone, or\n"
+               "  the ACCL driver API over the emulated CCLO. Defaults: transport layer, shm, 20000 round\n"
+               "  trips per size after 200 untimed ones, sizes 8,1024,4096 (bytes).\n");
+  std::exit(status);
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string o = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) usage(2);
+      return argv[++i];
+    };
+    if (o == "-h" || o == "--help") usage(0);
+    else if (o == "--layer") a.layer = next();
+    else if (o == "--transport") a.transport = next();
+    else if (o == "--iters") a.iters = static_cast<unsigned>(std::stoul(next()));
+    else if (o == "--timeout-s") a.timeout = std::chrono::seconds(std::stoul(next()));
+    else if (o == "--sizes") {
+      a.sizes.clear();
+      const std::string list = next();
+      for (size_t pos = 0; pos < list.size();) {
+        size_t comma = list.find(',', pos);
+        if (comma == std::string::npos) comma = list.size();
+        a.sizes.push_back(std::stoul(list.substr(pos, comma - pos)));
+        pos = comma + 1;
+      }
+    } else usage(2);
+  }
+  if ((a.layer != "transport" && a.layer != "driver") || (a.transport != "shm" && a.transport != "tcp") ||
+      a.sizes.empty() || a.iters == 0)
+    usage(2);
+  return a;
+}
+
+// The two processes talk through a pair of pipes before and after the
+// measurement (addresses, "ready", "done").
+struct Pipe {
+  int to_peer = -1;
+  int from_peer = -1;
+  void put(const void* p, size_t n) const {
+    if (::write(to_peer, p, n) != static_cast<ssize_t>(n)) throw std::runtime_error("pipe write failed");
+  }
+  void get(void* p, size_t n) const {
+    if (::read(from_peer, p, n) != static_cast<ssize_t>(n)) throw std::runtime_error("pipe read failed (peer gone)");
+  }
+  void sync() const {
+    char token = 1;
+    put(&token, 1);
+    get(&token, 1);
+  }
+};
+
+// ---------------------------------------------------------------------------
+// --layer transport
+// ---------------------------------------------------------------------------
+
+// Takes every payload into one buffer and counts the messages.
+class EchoSink final : public Sink {
+ public:
+  explicit EchoSink(size_t max_bytes) : landing_(std::max<size_t>(max_bytes, 64)) {}
+  std::byte* begin_message(const NetAddress&, const accl::abi::WireHeader& header, ReceiveTicket&) override {
+    return header.count <= landing_.size() ? landing_.data() : nullptr;
+  }
+  void end_message(const NetAddress&, const accl::abi::WireHeader& header, ReceiveTicket&, uint32_t status) override {
+    if (status != 0 || header.count > landing_.size()) failed.store(true, std::memory_order_relaxed);
+    arrived.fetch_add(1, std::memory_order_release);
+  }
+  void link_failed(const NetAddress&, uint32_t) override { failed.store(true, std::memory_order_relaxed); }
+  uint32_t first_word() const {
+    uint32_t w = 0;
+    std::memcpy(&w, landing_.data(), sizeof w);
+    return w;
+  }
+  std::atomic<uint64_t> arrived{0};
+  std::atomic<bool> failed{false};
+
+ private:
+  std::vector<std::byte> landing_;
+};
+
+class RoundWriter final : public PayloadWriter {
+ public:
+  explicit RoundWriter(size_t bytes) : bytes_(bytes, std::byte{0x5a}) {}
+  void set_round(uint32_t round) {
+    if (bytes_.size() >= sizeof round) std::memcpy(bytes_.data(), &round, sizeof round);
+  }
+  uint32_t write(std::byte* dst, size_t offset, size_t bytes) override {
+    std::memcpy(dst, bytes_.data() + offset, bytes);
+    return 0;
+  }
+  const std::byte* contiguous_source(size_t) const override { return bytes_.data(); }
+
+ private:
+  std::vector<std::byte> bytes_;
+};
+
+// Polls until message `n` has arrived. false at the deadline or on a failure.
+bool await(Transport& t, const EchoSink& sink, uint64_t n, Clock::time_point deadline) {
+  unsigned spins = 0;
+  while (sink.arrived.load(std::memory_order_acquire) < n) {
+    t.poll();
+    if (sink.failed.load(std::memory_order_relaxed)) return false;
+    if ((++spins & 1023) == 0 && Clock::now() >= deadline) return false;
+  }
+  return !sink.failed.load(std::memory_order_relaxed);
+}
+
+std::vector<double> play_transport(const Args& a, int rank, const Pipe& pipe, size_t bytes) {
+  EchoSink sink(bytes);
+  accl::emu::TransportOptions options;
+  options.bind = NetAddress{0x7f000001, 0};  // 127.0.0.1, any free port
+  options.host_processes = 2;
+  auto t = a.transport == "shm" ? accl::emu::make_shm_transport(options) : accl::emu::make_tcp_transport(options);
+  t->start(sink);
+  const NetAddress mine = t->local_address();
+  pipe.put(&mine, sizeof mine);
+  NetAddress peer{};
+  pipe.get(&peer, sizeof peer);
+  auto link = t->connect(peer, Clock::now() + a.timeout);
+  if (!link) throw std::runtime_error("cannot connect to the peer over " + a.transport);
+  pipe.sync();  // both linked: the peer's inbound ring exists
+
+  RoundWriter writer(bytes);
+  std::vector<double> one_way;
+  one_way.reserve(a.iters);
+  uint64_t expected = 0;
+  for (unsigned i = 0; i < kWarmup + a.iters; ++i) {
+    const auto t0 = Clock::now();
+    if (rank == 1) {
+      if (!await(*t, sink, ++expected, Clock::now() + a.timeout))
+        throw std::runtime_error("echo side: message lost or timed out");
+      if (bytes >= 4 && sink.first_word() != i) throw std::runtime_error("echo side: wrong payload");
+    }
+    writer.set_round(i);
+    accl::abi::WireHeader h{};
+    h.count = h.msg_bytes = static_cast<uint32_t>(bytes);
+    h.seqn = i;
+    if (link->send(h, writer, Clock::now() + a.timeout) != 0) throw std::runtime_error("send failed");
+    if (rank == 0) {
+      if (!await(*t, sink, ++expected, Clock::now() + a.timeout))
+        throw std::runtime_error("timing side: echo lost or timed out");
+      if (bytes >= 4 && sink.first_word() != i) throw std::runtime_error("timing side: wrong payload");
+      if (i >= kWarmup) one_way.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / 2);
+    }
+  }
+  pipe.sync();  // neither side stops while the other may still read
+  t->stop();
+  return one_way;
+}
+
+// ---------------------------------------------------------------------------
+// --layer driver
+// ---------------------------------------------------------------------------
+
+std::vector<double> play_driver(const Args& a, int rank, const Pipe& pipe, size_t bytes) {
+  accl::emu::EmuOptions options = accl::emu::options_from_environment();
+  options.transport = accl::emu::parse_transport(a.transport);
+  options.host_processes = 2;  // what the PMPI layer tells it for 2 ranks on one host
+  auto device = accl::emu::create_device(options);
+  const accl::emu::Endpoint mine = accl::emu::endpoint(*device);
+  const uint16_t my_port = mine.port;
+  pipe.put(&my_port, sizeof my_port);
+  uint16_t peer_port = 0;
+  pipe.get(&peer_port, sizeof peer_port);
+  std::vector<accl::rank_t> ranks(2);
+  for (int r = 0; r < 2; ++r) {
+    ranks[r].ip = mine.ip;
+    ranks[r].port = r == rank ? my_port : peer_port;
+    ranks[r].session_id = r;
+  }
+  accl::ACCL driver(std::move(device));
+  driver.initialize(ranks, rank, accl::InitOptions{});
+  driver.set_timeout(a.timeout);
+
+  const size_t elems = std::max<size_t>(bytes / 4, 1);
+  const unsigned count = static_cast<unsigned>(elems);
+  std::vector<int32_t> memory(elems, 0);
+  auto buf = driver.create_buffer_host<int32_t>(memory.data(), elems);
+  const int peer = 1 - rank;
+  constexpr unsigned kTag = 5;
+  std::vector<double> one_way;
+  one_way.reserve(a.iters);
+  for (unsigned i = 0; i < kWarmup + a.iters; ++i) {
+    const int32_t round = static_cast<int32_t>(i);
+    const auto t0 = Clock::now();
+    if (rank == 1) {
+      driver.recv(*buf, count, static_cast<unsigned>(peer), kTag);
+      if (memory[0] != round || memory[elems - 1] != round) throw std::runtime_error("echo side: wrong payload");
+      memory[0] = memory[elems - 1] = -round;
+      driver.send(*buf, count, static_cast<unsigned>(peer), kTag);
+    } else {
+      memory[0] = memory[elems - 1] = round;
+      driver.send(*buf, count, static_cast<unsigned>(peer), kTag);
+      driver.recv(*buf, count, static_cast<unsigned>(peer), kTag);
+      if (memory[0] != -round || memory[elems - 1] != -round) throw std::runtime_error("timing side: wrong echo");
+      if (i >= kWarmup) one_way.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / 2);
+    }
+  }
+  pipe.sync();  // both done before either tears its CCLO down
+  buf.reset();
+  driver.deinit();
+  return one_way;
+}
+
+std::vector<double> play(const Args& a, int rank, const Pipe& pipe, size_t bytes) {
+  return a.layer == "driver" ? play_driver(a, rank, pipe, bytes) : play_transport(a, rank, pipe, bytes);
+}
+
+// Runs one side in a fresh child process; rank 0 writes its one-way times to
+// `results` (count, then the values). The parent stays single-threaded, so
+// every fork copies a process without threads.
+pid_t spawn(const Args& a, int rank, const Pipe& pipe, int results, size_t bytes) {
+  std::fflush(stdout);
+  const pid_t child = ::fork();
+  if (child != 0) return child;
+  try {
+    const std::vector<double> t = play(a, rank, pipe, bytes);
+    if (rank == 0) {
+      const uint64_t n = t.size();
+      if (::write(results, &n, sizeof n) != static_cast<ssize_t>(sizeof n) ||
+          ::write(results, t.data(), n * sizeof(double)) != static_cast<ssize_t>(n * sizeof(double)))
+        throw std::runtime_error("cannot report the results");
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "accl-bench-pingpong (rank %d, %zu B): %s\n", rank, bytes, e.what());
+    std::_Exit(1);
+  }
+  std::_Exit(0);
+}
+
+std::vector<double> read_results(int fd) {
+  uint64_t n = 0;
+  if (::read(fd, &n, sizeof n) != static_cast<ssize_t>(sizeof n) || n > (uint64_t{1} << 32)) return {};
+  std::vector<double> t(n);
+  size_t got = 0;
+  auto* dst = reinterpret_cast<char*>(t.data());
+  while (got < n * sizeof(double)) {
+    const ssize_t r = ::read(fd, dst + got, n * sizeof(double) - got);
+    if (r <= 0) return {};
+    got += static_cast<size_t>(r);
+  }
+  return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse_args(argc, argv);
+  std::printf("# accl-bench-pingpong: %s layer over %s, two processes, one-way latency = round trip / 2\n",
+              a.layer.c_str(), a.transport.c_str());
+  std::printf("%10s %7s %12s %12s %12s\n", "bytes", "iters", "median(us)", "min(us)", "mean(us)");
+  int failures = 0;
+  for (size_t bytes : a.sizes) {
+    int zero_to_one[2], one_to_zero[2], results[2];
+    if (::pipe(zero_to_one) != 0 || ::pipe(one_to_zero) != 0 || ::pipe(results) != 0) {
+      std::perror("pipe");
+      return 1;
+    }
+    const pid_t rank0 = spawn(a, 0, Pipe{zero_to_one[1], one_to_zero[0]}, results[1], bytes);
+    const pid_t rank1 = spawn(a, 1, Pipe{one_to_zero[1], zero_to_one[0]}, results[1], bytes);
+    for (int fd : {zero_to_one[0], zero_to_one[1], one_to_zero[0], one_to_zero[1], results[1]}) ::close(fd);
+    std::vector<double> t = read_results(results[0]);  // empty if rank 0 failed
+    ::close(results[0]);
+    bool ok = true;
+    for (pid_t child : {rank0, rank1}) {
+      int status = 0;
+      ok = ::waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0 && ok;
+    }
+    if (!ok || t.empty()) {
+      ++failures;
+      std::printf("%10zu %7s %12s\n", bytes, "-", "FAILED");
+      continue;
+    }
+    std::sort(t.begin(), t.end());
+    double sum = 0;
+    for (double x : t) sum += x;
+    std::printf("%10zu %7zu %12.3f %12.3f %12.3f\n", bytes, t.size(), t[t.size() / 2] * 1e6, t.front() * 1e6,
+                sum / static_cast<double>(t.size()) * 1e6);
+  }
+  return failures == 0 ? 0 : 1;
+}
