@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -271,10 +272,13 @@ std::vector<double> play(const Args& a, int rank, const Pipe& pipe, size_t bytes
 // Runs one side in a fresh child process; rank 0 writes its one-way times to
 // `results` (count, then the values). The parent stays single-threaded, so
 // every fork copies a process without threads.
-pid_t spawn(const Args& a, int rank, const Pipe& pipe, int results, size_t bytes) {
+// `others`: the pipe ends this side must not hold, or it would never see the
+// end of a peer that died (its pipe reads are the only waits without a bound).
+pid_t spawn(const Args& a, int rank, const Pipe& pipe, int results, std::initializer_list<int> others, size_t bytes) {
   std::fflush(stdout);
   const pid_t child = ::fork();
   if (child != 0) return child;
+  for (int fd : others) ::close(fd);
   try {
     const std::vector<double> t = play(a, rank, pipe, bytes);
     if (rank == 0) {
@@ -318,8 +322,10 @@ int main(int argc, char** argv) {
       std::perror("pipe");
       return 1;
     }
-    const pid_t rank0 = spawn(a, 0, Pipe{zero_to_one[1], one_to_zero[0]}, results[1], bytes);
-    const pid_t rank1 = spawn(a, 1, Pipe{one_to_zero[1], zero_to_one[0]}, results[1], bytes);
+    const pid_t rank0 = spawn(a, 0, Pipe{zero_to_one[1], one_to_zero[0]}, results[1],
+                              {zero_to_one[0], one_to_zero[1], results[0]}, bytes);
+    const pid_t rank1 = spawn(a, 1, Pipe{one_to_zero[1], zero_to_one[0]}, results[1],
+                              {zero_to_one[1], one_to_zero[0], results[0]}, bytes);
     for (int fd : {zero_to_one[0], zero_to_one[1], one_to_zero[0], one_to_zero[1], results[1]}) ::close(fd);
     std::vector<double> t = read_results(results[0]);  // empty if rank 0 failed
     ::close(results[0]);
