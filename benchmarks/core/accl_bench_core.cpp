@@ -10,8 +10,10 @@
 //   * nop       round trip of one synchronous call (µs);
 //   * pingpong  send/recv ping-pong between ranks 0 and 1, one host thread
 //               each (OSU latency's pattern without MPI and the PMPI layer);
-//               ACCL_EMU_TRANSPORT=shm puts the ring of two processes between
-//               them instead of the in-process transport;
+//               ACCL_EMU_TRANSPORT=shm puts a shared-memory ring between
+//               them instead of the in-process transport. Run it with no
+//               more ranks than cores (--ranks 2 here): only such a world
+//               keeps its waiting host threads spinning (create_local_world);
 //   * optional sweeps of bcast, reduce, allgather, reduce_scatter, alltoall;
 //   * scaling   allreduce time vs rank count next to the ring model
 //               2(P-1)/P * N bytes per rank.
@@ -27,6 +29,8 @@
 #include <accl/accl.hpp>
 #include <accl/config.hpp>
 #include <accl_emu/emulator.hpp>
+
+#include "bench_util.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -53,6 +57,10 @@ using Clock = std::chrono::steady_clock;
 using accl::ACCL;
 using accl::Buffer;
 using accl::RequestPtr;
+using accl::bench::parse_bytes;
+using accl::bench::Sample;
+using accl::bench::split;
+using accl::bench::summarize;
 
 struct Args {
   unsigned ranks = 4;
@@ -108,30 +116,6 @@ struct Args {
       "  --csv PATH           also write CSV (\"-\": CSV on stdout instead of tables)\n"
       "  -h, --help\n");
   std::exit(status);
-}
-
-size_t parse_bytes(const std::string& s) {
-  size_t used = 0;
-  double v = std::stod(s, &used);
-  std::string suffix = s.substr(used);
-  double mult = 1;
-  if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = 1024.0;
-  else if (suffix == "M" || suffix == "m" || suffix == "MiB") mult = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g" || suffix == "GiB") mult = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty()) throw std::invalid_argument("bad size '" + s + "'");
-  return static_cast<size_t>(v * mult);
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t comma = s.find(',', pos);
-    if (comma == std::string::npos) comma = s.size();
-    if (comma > pos) out.push_back(s.substr(pos, comma - pos));
-    pos = comma + 1;
-  }
-  return out;
 }
 
 Args parse_args(int argc, char** argv) {
@@ -209,26 +193,8 @@ std::string human(size_t bytes) {
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// Per-call times of one measurement.
-struct Sample {
-  unsigned iters = 0;
-  double mean_s = 0, median_s = 0, min_s = 0;
-  double dev_median_s = 0;  // device-measured duration (Request::duration_ns, max over ranks)
-};
-
 // Device-measured duration of the operation that just ran (set by the op).
 double last_device_s = 0;
-
-Sample summarize(std::vector<double>& t) {
-  Sample s;
-  s.iters = static_cast<unsigned>(t.size());
-  if (t.empty()) return s;
-  std::sort(t.begin(), t.end());
-  s.min_s = t.front();
-  s.median_s = t[t.size() / 2];
-  s.mean_s = std::accumulate(t.begin(), t.end(), 0.0) / static_cast<double>(t.size());
-  return s;
-}
 
 // Runs `once` (one operation) for about --budget seconds: one untimed first
 // call (page faults, connection set-up), a timed calibration of up to 10 % of
@@ -816,7 +782,8 @@ int main(int argc, char** argv) {
   Targets tg;
   std::string who = a.ops.empty() ? std::string("scaling only") : std::to_string(a.ranks) + " in-process emulated CCLOs";
   out.table("# accl-bench-core: %s, %s; rx %u x %zu B, eager <= %zu B, rendezvous scratch %zu B\n", who.c_str(),
-            a.threads ? "one host thread per rank" : "run_async from one thread", a.init.rx_buffer_count,
+            a.threads ? "collectives on one host thread per rank" : "collectives with run_async from one thread",
+            a.init.rx_buffer_count,
             a.init.rx_buffer_size, a.init.max_eager_size, a.init.max_rendezvous_size);
   auto wanted = [&](const char* n) { return std::find(a.ops.begin(), a.ops.end(), n) != a.ops.end(); };
   if (!a.ops.empty()) {

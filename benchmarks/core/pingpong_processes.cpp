@@ -4,9 +4,11 @@
 // without MPI, at one of two layers:
 //
 //   --layer transport  an emulator transport alone (shared memory, or TCP):
-//                      64-byte wire header + payload, each side polling its
-//                      transport (Transport::poll, as a waiting host thread
-//                      of the emulated CCLO does) until the echo arrived;
+//                      64-byte wire header + payload. Over shared memory each
+//                      side polls its transport while it waits, as a driving
+//                      host thread of the emulated CCLO does
+//                      (driver_enters, poll); TCP delivers on its reader
+//                      threads, so there the waiting side yields the core;
 //   --layer driver     the ACCL driver API over the emulated CCLO (firmware,
 //                      data plane and that transport): send() and recv() of
 //                      host buffers, as an ACCL application would call them.
@@ -16,11 +18,15 @@
 // osu_latency natively and under libaccl_pmpi.so (the same two processes,
 // plus MPI and the PMPI layer) the benchmark report builds the latency
 // ladder: what each layer adds on the way from the wire to MPI_Recv.
+#include "bench_util.hpp"
 #include "transport.hpp"
 
 #include <accl/accl.hpp>
 #include <accl_emu/emulator.hpp>
 
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -61,12 +67,11 @@ struct Args {
                "                           [--sizes LIST] [--timeout-s S]\n"
                "  One-way latency (round trip / 2) between two processes: an emulator transport alone, or\n"
                "  the ACCL driver API over the emulated CCLO. Defaults: transport layer, shm, 20000 round\n"
-               "  trips per size after 200 untimed ones, sizes 8,1024,4096 (bytes).\n");
+               "  trips per size after 200 untimed ones, sizes 8,1024,4096 (bytes; K/M suffixes).\n");
   std::exit(status);
 }
 
-Args parse_args(int argc, char** argv) {
-  Args a;
+void parse_into(Args& a, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string o = argv[i];
     auto next = [&]() -> std::string {
@@ -80,14 +85,18 @@ Args parse_args(int argc, char** argv) {
     else if (o == "--timeout-s") a.timeout = std::chrono::seconds(std::stoul(next()));
     else if (o == "--sizes") {
       a.sizes.clear();
-      const std::string list = next();
-      for (size_t pos = 0; pos < list.size();) {
-        size_t comma = list.find(',', pos);
-        if (comma == std::string::npos) comma = list.size();
-        a.sizes.push_back(std::stoul(list.substr(pos, comma - pos)));
-        pos = comma + 1;
-      }
+      for (const std::string& item : accl::bench::split(next())) a.sizes.push_back(accl::bench::parse_bytes(item));
     } else usage(2);
+  }
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  try {
+    parse_into(a, argc, argv);
+  } catch (const std::exception& e) {  // stoul / parse_bytes on a bad value
+    std::fprintf(stderr, "accl-bench-pingpong: %s\n", e.what());
+    usage(2);
   }
   if ((a.layer != "transport" && a.layer != "driver") || (a.transport != "shm" && a.transport != "tcp") ||
       a.sizes.empty() || a.iters == 0)
@@ -126,6 +135,7 @@ class EchoSink final : public Sink {
   }
   void end_message(const NetAddress&, const accl::abi::WireHeader& header, ReceiveTicket&, uint32_t status) override {
     if (status != 0 || header.count > landing_.size()) failed.store(true, std::memory_order_relaxed);
+    last_round.store(header.seqn, std::memory_order_relaxed);
     arrived.fetch_add(1, std::memory_order_release);
   }
   void link_failed(const NetAddress&, uint32_t) override { failed.store(true, std::memory_order_relaxed); }
@@ -135,6 +145,7 @@ class EchoSink final : public Sink {
     return w;
   }
   std::atomic<uint64_t> arrived{0};
+  std::atomic<uint32_t> last_round{0};  // header.seqn of the last message (the round number)
   std::atomic<bool> failed{false};
 
  private:
@@ -157,11 +168,13 @@ class RoundWriter final : public PayloadWriter {
   std::vector<std::byte> bytes_;
 };
 
-// Polls until message `n` has arrived. false at the deadline or on a failure.
-bool await(Transport& t, const EchoSink& sink, uint64_t n, Clock::time_point deadline) {
+// Waits (polling the transport if `polled`) until message `n` has arrived.
+// false at the deadline or on a failure.
+bool await(Transport& t, bool polled, const EchoSink& sink, uint64_t n, Clock::time_point deadline) {
   unsigned spins = 0;
   while (sink.arrived.load(std::memory_order_acquire) < n) {
-    t.poll();
+    if (polled) t.poll();
+    else sched_yield();  // the transport's reader thread delivers: let it run
     if (sink.failed.load(std::memory_order_relaxed)) return false;
     if ((++spins & 1023) == 0 && Clock::now() >= deadline) return false;
   }
@@ -183,6 +196,8 @@ std::vector<double> play_transport(const Args& a, int rank, const Pipe& pipe, si
   if (!link) throw std::runtime_error("cannot connect to the peer over " + a.transport);
   pipe.sync();  // both linked: the peer's inbound ring exists
 
+  const bool polled = a.transport == "shm";
+  t->driver_enters();  // a host thread drives: the reader threads leave the rings to our polls
   RoundWriter writer(bytes);
   std::vector<double> one_way;
   one_way.reserve(a.iters);
@@ -190,9 +205,10 @@ std::vector<double> play_transport(const Args& a, int rank, const Pipe& pipe, si
   for (unsigned i = 0; i < kWarmup + a.iters; ++i) {
     const auto t0 = Clock::now();
     if (rank == 1) {
-      if (!await(*t, sink, ++expected, Clock::now() + a.timeout))
+      if (!await(*t, polled, sink, ++expected, Clock::now() + a.timeout))
         throw std::runtime_error("echo side: message lost or timed out");
-      if (bytes >= 4 && sink.first_word() != i) throw std::runtime_error("echo side: wrong payload");
+      if (sink.last_round.load() != i || (bytes >= 4 && sink.first_word() != i))
+        throw std::runtime_error("echo side: wrong round or payload");
     }
     writer.set_round(i);
     accl::abi::WireHeader h{};
@@ -200,12 +216,14 @@ std::vector<double> play_transport(const Args& a, int rank, const Pipe& pipe, si
     h.seqn = i;
     if (link->send(h, writer, Clock::now() + a.timeout) != 0) throw std::runtime_error("send failed");
     if (rank == 0) {
-      if (!await(*t, sink, ++expected, Clock::now() + a.timeout))
+      if (!await(*t, polled, sink, ++expected, Clock::now() + a.timeout))
         throw std::runtime_error("timing side: echo lost or timed out");
-      if (bytes >= 4 && sink.first_word() != i) throw std::runtime_error("timing side: wrong payload");
+      if (sink.last_round.load() != i || (bytes >= 4 && sink.first_word() != i))
+        throw std::runtime_error("timing side: wrong round or payload");
       if (i >= kWarmup) one_way.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / 2);
     }
   }
+  t->driver_leaves();
   pipe.sync();  // neither side stops while the other may still read
   t->stop();
   return one_way;
@@ -274,10 +292,15 @@ std::vector<double> play(const Args& a, int rank, const Pipe& pipe, size_t bytes
 // every fork copies a process without threads.
 // `others`: the pipe ends this side must not hold, or it would never see the
 // end of a peer that died (its pipe reads are the only waits without a bound).
+// A child whose parent died (killed at a report's timeout, say) dies too,
+// instead of spinning on and distorting whatever runs next. -1: no fork.
 pid_t spawn(const Args& a, int rank, const Pipe& pipe, int results, std::initializer_list<int> others, size_t bytes) {
   std::fflush(stdout);
+  const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child != 0) return child;
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) std::_Exit(1);  // the parent died before prctl
   for (int fd : others) ::close(fd);
   try {
     const std::vector<double> t = play(a, rank, pipe, bytes);
@@ -322,28 +345,31 @@ int main(int argc, char** argv) {
       std::perror("pipe");
       return 1;
     }
+    // Each side keeps only its own ends (rank 1 reports nothing).
     const pid_t rank0 = spawn(a, 0, Pipe{zero_to_one[1], one_to_zero[0]}, results[1],
                               {zero_to_one[0], one_to_zero[1], results[0]}, bytes);
-    const pid_t rank1 = spawn(a, 1, Pipe{one_to_zero[1], zero_to_one[0]}, results[1],
-                              {zero_to_one[1], one_to_zero[0], results[0]}, bytes);
+    const pid_t rank1 = rank0 < 0 ? -1
+                                  : spawn(a, 1, Pipe{one_to_zero[1], zero_to_one[0]}, -1,
+                                          {zero_to_one[1], one_to_zero[0], results[0], results[1]}, bytes);
     for (int fd : {zero_to_one[0], zero_to_one[1], one_to_zero[0], one_to_zero[1], results[1]}) ::close(fd);
-    std::vector<double> t = read_results(results[0]);  // empty if rank 0 failed
+    if (rank0 < 0 || rank1 < 0) std::perror("fork");
+    std::vector<double> t = rank1 < 0 ? std::vector<double>{} : read_results(results[0]);  // empty if rank 0 failed
     ::close(results[0]);
-    bool ok = true;
+    bool ok = rank0 > 0 && rank1 > 0;
     for (pid_t child : {rank0, rank1}) {
       int status = 0;
-      ok = ::waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0 && ok;
+      if (child > 0)
+        ok = ::waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0 && ok;
     }
+    // The driver layer moves whole 4-byte elements (at least one).
+    const size_t sent = a.layer == "driver" ? std::max<size_t>(bytes / 4, 1) * 4 : bytes;
     if (!ok || t.empty()) {
       ++failures;
-      std::printf("%10zu %7s %12s\n", bytes, "-", "FAILED");
+      std::printf("%10zu %7s %12s\n", sent, "-", "FAILED");
       continue;
     }
-    std::sort(t.begin(), t.end());
-    double sum = 0;
-    for (double x : t) sum += x;
-    std::printf("%10zu %7zu %12.3f %12.3f %12.3f\n", bytes, t.size(), t[t.size() / 2] * 1e6, t.front() * 1e6,
-                sum / static_cast<double>(t.size()) * 1e6);
+    const accl::bench::Sample s = accl::bench::summarize(t);
+    std::printf("%10zu %7u %12.3f %12.3f %12.3f\n", sent, s.iters, s.median_s * 1e6, s.min_s * 1e6, s.mean_s * 1e6);
   }
   return failures == 0 ? 0 : 1;
 }

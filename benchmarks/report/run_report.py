@@ -640,17 +640,26 @@ def run_latency_ladder(args):
     size, iters = 8, args.ladder_iters
     pingpong = os.path.join(args.build, "benchmarks", "core", "accl-bench-pingpong")
     prog = args.binaries.get("latency")
+    res = {"iters": iters, "runs": args.repeats, "best": {}, "errors": {}}
     cmds = {}
     if os.path.exists(pingpong):
         for layer in ("transport", "driver"):
+            # --accl-env reaches every ACCL layer, not only the top one
             cmds[layer] = ([pingpong, "--layer", layer, "--transport", "shm", "--sizes", str(size),
-                            "--iters", str(iters)], None)
+                            "--iters", str(iters)], dict(args.accl_env))
+    else:
+        res["errors"]["transport"] = res["errors"]["driver"] = "%s not built" % pingpong
     if prog:
         margs = ["-m", "%d:%d" % (size, size), "-i", str(iters), "-x", str(max(1, iters // 10))]
         cmds["native"] = (mpirun_cmd(args, 2, prog, margs), None)
         if args.pmpi_lib:
             cmds["mpi"] = (mpirun_cmd(args, 2, prog, margs, accl_env_for(args)), None)
-    res = {"iters": iters, "runs": args.repeats, "best": {}, "errors": {}}
+        else:
+            res["errors"]["mpi"] = "no libaccl_pmpi.so"
+    else:
+        res["errors"]["native"] = res["errors"]["mpi"] = "osu_latency not found"
+    for rung, text in sorted(res["errors"].items()):
+        log("latency by layer: %s skipped: %s" % (rung, text))
     for rep in range(args.repeats):
         for rung, (cmd, extra_env) in cmds.items():
             rc, out, err, _ = run(cmd, env=mpi_env(extra_env), timeout=args.timeout,
@@ -678,18 +687,19 @@ def md_latency_ladder(L, ladder, args):
     native = best.get("native")
     L.append("Two processes on this host, 8 B ping-pong; mean one-way time (round trip / 2, as osu_latency "
              "prints it), best of %d alternating runs of %d round trips each; `x native` = time / native MPI "
-             "time. Each layer runs on the ones listed before it." % (ladder["runs"], ladder["iters"]))
+             "time. The ACCL layers are listed bottom up: each runs on the one before it, and the last column is "
+             "what it adds to that one." % (ladder["runs"], ladder["iters"]))
     L.append("")
-    rows = [["native Open MPI (osu_latency)", "%.3f" % native if native else "–", "1.00" if native else "–", ""]]
-    below = None
+    rows = [["native Open MPI (osu_latency)", "%.3f" % native if native else "–", "1.00" if native else "–",
+             ladder["errors"].get("native", "").replace("|", "/")]]
+    below = None  # the rung under this one, if it was measured: a delta over a gap would credit two layers
     for rung, what in LADDER_RUNGS:
         v = best.get(rung)
         rows.append([what, "%.3f" % v if v is not None else "–",
                      "%.2f" % (v / native) if v is not None and native else "–",
                      "%+.3f" % (v - below) if v is not None and below is not None else
                      ladder["errors"].get(rung, "").replace("|", "/")])
-        if v is not None:
-            below = v
+        below = v
     L.append(md_table(["layer", "µs", "x native", "added by this layer (µs)"], rows))
     L.append("")
 
@@ -1229,7 +1239,8 @@ def main():
                     help="round trips per run of the latency-by-layer section (default 20000)")
     ap.add_argument("--skip", default="", help="comma list of sections to skip: osu,alloc,callgrind,ladder,core,scale,stats,plots,profile")
     ap.add_argument("--quick", action="store_true",
-                    help="short run: sizes to 64K, -i 50 -x 5, core to 16M with budget 0.05, callgrind 500 iters")
+                    help="short run: sizes to 64K, -i 50 -x 5, core to 16M with budget 0.05, callgrind 500 iters, "
+                         "latency by layer 2000 round trips")
     ap.add_argument("--nice", type=int, default=0,
                     help="run everything at this niceness (negative needs root; on a shared machine -10 keeps "
                          "other work from distorting the numbers)")

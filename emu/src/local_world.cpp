@@ -4,17 +4,33 @@
 // own ACCL object, initialized on one global communicator.
 #include <accl_emu/emulator.hpp>
 
+#include <sched.h>
+
 #include <exception>
 #include <stdexcept>
 #include <thread>
 
 namespace accl::emu {
 
+namespace {
+
+// CPUs this process may run on (taskset, cpusets), which all ranks of the
+// world share; the host's count where that cannot be read.
+unsigned usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return static_cast<unsigned>(CPU_COUNT(&set));
+  return std::thread::hardware_concurrency();
+}
+
+}  // namespace
+
 std::vector<std::unique_ptr<ACCL>> create_local_world(unsigned world_size, const InitOptions& init,
                                                       EmuOptions options) {
   if (world_size == 0) throw std::invalid_argument("create_local_world: world size must be at least 1");
   std::vector<std::unique_ptr<Device>> devices;
   std::vector<rank_t> ranks;
+  const unsigned cores = usable_cores();
   for (unsigned i = 0; i < world_size; ++i) {
     EmuOptions o = options;
     // A world that fits the cores runs like as many ACCL processes with a
@@ -24,7 +40,7 @@ std::vector<std::unique_ptr<ACCL>> create_local_world(unsigned world_size, const
     // blocking on every call (2 ranks: 27 us one way instead of ~1.4 us).
     // Larger worlds stay "unknown": one thread often drives all their CCLOs
     // (run_async), which the yielding policy for oversubscription does not fit.
-    if (o.host_processes == 0 && world_size <= std::thread::hardware_concurrency()) o.host_processes = world_size;
+    if (o.host_processes == 0 && world_size <= cores) o.host_processes = world_size;
     // A fixed base port gives ranks consecutive ports; 0 lets each pick a free one.
     if (options.port != 0) {
       if (options.port + i > 0xFFFF) throw std::invalid_argument("create_local_world: port range exceeds 65535");

@@ -174,6 +174,23 @@ def real_run(report, build, tmp):
               "the report counted allocations on 2 ranks and found none per call: %s" % alloc)
 
 
+def ladder_parsing(rr):
+    out = ("# accl-bench-pingpong: driver layer over shm, two processes, one-way latency = round trip / 2\n"
+           "     bytes   iters   median(us)      min(us)     mean(us)\n"
+           "         8   20000        1.488        1.213        1.622\n"
+           "      4096       -       FAILED\n")
+    check(rr.parse_rung_mean(out, 8) == 1.622, "latency by layer: the mean column of the 8 B row")
+    check(rr.parse_rung_mean(out, 4096) is None, "latency by layer: a FAILED row has no value")
+    check(rr.parse_rung_mean(out, 1024) is None, "latency by layer: a size not in the output has no value")
+    L = []
+    ladder = {"iters": 10, "runs": 1, "best": {"native": 0.5, "transport": 0.6, "mpi": 2.0},
+              "errors": {"driver": "exit 1: boom"}}
+    rr.md_latency_ladder(L, ladder, None)
+    rows = [line for line in "\n".join(L).splitlines() if line.startswith("| ")]
+    check(any("exit 1: boom" in r for r in rows) and rows[-1].rstrip().endswith("|  |"),
+          "latency by layer: a failed rung shows its error and the next one claims no delta over it: %s" % rows)
+
+
 def main():
     build, source = sys.argv[1], sys.argv[2]
     rr, report = load_report_module(source)
@@ -182,6 +199,7 @@ def main():
         default_sizes(rr)
         target_ranges(rr)
         target_verdicts(rr)
+        ladder_parsing(rr)
         real_run(report, build, tmp)
 
 

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <ctime>
 #include <dirent.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <fstream>
 #include <set>
@@ -378,7 +379,9 @@ TEST(EmuEndToEnd, PingPongLatency) {
 // threads; run alone (its own meson test), since a busy neighbour steals the
 // peer's core for whole scheduler slices.
 TEST(EmuEndToEnd, TwoRankWorldKeepsItsHostThreadsDrivingThroughAPingPong) {
-  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs a core per rank";
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (::sched_getaffinity(0, sizeof cpus, &cpus) != 0 || CPU_COUNT(&cpus) < 2) GTEST_SKIP() << "needs a core per rank";
   auto world = create_local_world(2, InitOptions{}, inproc());
   constexpr int kRounds = 5000;
   long switches[2] = {0, 0};

@@ -44,7 +44,8 @@ struct EmuOptions {
   // CCLO longer (ACCL_EMU_DRIVE_SPIN_US): it holds a core nobody else needs.
   // With more of them than cores it yields the core between polls
   // (ACCL_EMU_YIELD_US) instead of blocking at once. create_local_world()
-  // counts its CCLOs when they fit the cores and this is left at 0.
+  // counts its CCLOs when they fit the CPUs the process may use and this is
+  // left at 0.
   unsigned host_processes = 0;
 };
 
