@@ -252,6 +252,11 @@ std::vector<double> play_driver(const Args& a, int rank, const Pipe& pipe, size_
   accl::ACCL driver(std::move(device));
   driver.initialize(ranks, rank, accl::InitOptions{});
   driver.set_timeout(a.timeout);
+  // initialize() resets the CCLO's data path (soft reset), which drops what
+  // arrived before: the first ping waits until both sides are initialized.
+  // (Without this, the TCP rung lost it now and then in CI: both sides then
+  // waited for each other until the receive timeout.)
+  pipe.sync();
 
   const size_t elems = std::max<size_t>(bytes / 4, 1);
   const unsigned count = static_cast<unsigned>(elems);
