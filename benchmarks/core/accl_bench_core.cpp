@@ -44,7 +44,6 @@
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -58,6 +57,7 @@ using accl::ACCL;
 using accl::Buffer;
 using accl::RequestPtr;
 using accl::bench::parse_bytes;
+using accl::bench::pingpong_round;
 using accl::bench::Sample;
 using accl::bench::split;
 using accl::bench::summarize;
@@ -621,10 +621,9 @@ void bench_pingpong(const Args& a, World& w, Out& out) {
   constexpr unsigned kWarmup = 200;
   for (size_t bytes : a.pingpong_sizes) {
     const size_t elems = std::max<size_t>(bytes / 4, 1);
-    const unsigned count = static_cast<unsigned>(elems);
-    std::vector<float> mem0(elems, 0.0f), mem1(elems, 0.0f);
-    auto b0 = w[0].create_buffer_host<float>(mem0.data(), elems);
-    auto b1 = w[1].create_buffer_host<float>(mem1.data(), elems);
+    std::vector<int32_t> mem0(elems, 0), mem1(elems, 0);
+    auto b0 = w[0].create_buffer_host<int32_t>(mem0.data(), elems);
+    auto b1 = w[1].create_buffer_host<int32_t>(mem1.data(), elems);
     const unsigned total = kWarmup + a.pingpong_iters;
     std::vector<double> round_trips;
     round_trips.reserve(a.pingpong_iters);
@@ -632,25 +631,17 @@ void bench_pingpong(const Args& a, World& w, Out& out) {
     std::exception_ptr echo_error;
     std::thread echo([&] {
       try {
-        for (unsigned i = 0; i < total; ++i) {
-          w[1].recv(*b1, count, 0, kTag);
-          if (mem1[0] != static_cast<float>(i) || mem1[elems - 1] != static_cast<float>(i)) ++wrong;
-          mem1[0] = mem1[elems - 1] = static_cast<float>(i) + 0.5f;
-          w[1].send(*b1, count, 0, kTag);
-        }
+        for (unsigned i = 0; i < total; ++i)
+          if (!pingpong_round(w[1], *b1, mem1, 1, i, kTag)) ++wrong;
       } catch (...) {
         echo_error = std::current_exception();
       }
     });
     try {
       for (unsigned i = 0; i < total; ++i) {
-        mem0[0] = mem0[elems - 1] = static_cast<float>(i);
         const auto t0 = Clock::now();
-        w[0].send(*b0, count, 1, kTag);
-        w[0].recv(*b0, count, 1, kTag);
-        const double rt = seconds(Clock::now() - t0);
-        if (mem0[0] != static_cast<float>(i) + 0.5f || mem0[elems - 1] != static_cast<float>(i) + 0.5f) ++wrong;
-        if (i >= kWarmup) round_trips.push_back(rt / 2);
+        if (!pingpong_round(w[0], *b0, mem0, 0, i, kTag)) ++wrong;
+        if (i >= kWarmup) round_trips.push_back(seconds(Clock::now() - t0) / 2);
       }
     } catch (...) {
       echo.join();  // its next receive ends at the device timeout

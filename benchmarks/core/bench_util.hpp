@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // Small helpers shared by the benchmarks of benchmarks/core: command-line
-// sizes and lists, and the summary of a set of per-iteration times.
+// sizes and lists, the summary of a set of per-iteration times, and one round
+// of a checked ping-pong.
 #pragma once
 
+#include <accl/accl.hpp>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstddef>
 #include <numeric>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -58,6 +63,29 @@ inline Sample summarize(std::vector<double>& t) {
   s.median_s = t[t.size() / 2];
   s.mean_s = std::accumulate(t.begin(), t.end(), 0.0) / static_cast<double>(t.size());
   return s;
+}
+
+// One round of OSU latency's ping-pong between ranks 0 and 1 of `driver`'s
+// global communicator over `buf`, a host buffer over `mem`: rank 0 sends the
+// round number and receives the echo, rank 1 receives it and sends back its
+// complement. False when what arrived (first and last element) was not this
+// round's.
+inline bool pingpong_round(accl::ACCL& driver, accl::BaseBuffer& buf, std::span<int32_t> mem, int rank,
+                           unsigned round, unsigned tag) {
+  const auto count = static_cast<unsigned>(mem.size());
+  const auto peer = static_cast<unsigned>(1 - rank);
+  const auto ping = static_cast<int32_t>(round);
+  if (rank == 0) {
+    mem.front() = mem.back() = ping;
+    driver.send(buf, count, peer, tag);
+    driver.recv(buf, count, peer, tag);
+    return mem.front() == ~ping && mem.back() == ~ping;
+  }
+  driver.recv(buf, count, peer, tag);
+  const bool ok = mem.front() == ping && mem.back() == ping;
+  mem.front() = mem.back() = ~ping;
+  driver.send(buf, count, peer, tag);
+  return ok;
 }
 
 }  // namespace accl::bench

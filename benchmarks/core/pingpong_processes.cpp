@@ -258,29 +258,16 @@ std::vector<double> play_driver(const Args& a, int rank, const Pipe& pipe, size_
   // waited for each other until the receive timeout.)
   pipe.sync();
 
-  const size_t elems = std::max<size_t>(bytes / 4, 1);
-  const unsigned count = static_cast<unsigned>(elems);
-  std::vector<int32_t> memory(elems, 0);
-  auto buf = driver.create_buffer_host<int32_t>(memory.data(), elems);
-  const int peer = 1 - rank;
+  std::vector<int32_t> memory(std::max<size_t>(bytes / 4, 1), 0);
+  auto buf = driver.create_buffer_host<int32_t>(memory.data(), memory.size());
   constexpr unsigned kTag = 5;
   std::vector<double> one_way;
   one_way.reserve(a.iters);
   for (unsigned i = 0; i < kWarmup + a.iters; ++i) {
-    const int32_t round = static_cast<int32_t>(i);
     const auto t0 = Clock::now();
-    if (rank == 1) {
-      driver.recv(*buf, count, static_cast<unsigned>(peer), kTag);
-      if (memory[0] != round || memory[elems - 1] != round) throw std::runtime_error("echo side: wrong payload");
-      memory[0] = memory[elems - 1] = -round;
-      driver.send(*buf, count, static_cast<unsigned>(peer), kTag);
-    } else {
-      memory[0] = memory[elems - 1] = round;
-      driver.send(*buf, count, static_cast<unsigned>(peer), kTag);
-      driver.recv(*buf, count, static_cast<unsigned>(peer), kTag);
-      if (memory[0] != -round || memory[elems - 1] != -round) throw std::runtime_error("timing side: wrong echo");
-      if (i >= kWarmup) one_way.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / 2);
-    }
+    if (!accl::bench::pingpong_round(driver, *buf, memory, rank, i, kTag))
+      throw std::runtime_error(rank == 0 ? "timing side: wrong echo" : "echo side: wrong payload");
+    if (rank == 0 && i >= kWarmup) one_way.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / 2);
   }
   pipe.sync();  // both done before either tears its CCLO down
   buf.reset();

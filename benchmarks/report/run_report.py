@@ -626,7 +626,7 @@ def parse_rung_mean(text, size):
     """Mean one-way µs of `size` bytes from accl-bench-pingpong output."""
     for line in text.splitlines():
         cols = line.split()
-        if len(cols) == 5 and cols[0] in (str(size), human(size)):
+        if len(cols) == 5 and cols[0] == str(size):
             try:
                 return float(cols[4])
             except ValueError:
@@ -676,7 +676,7 @@ def run_latency_ladder(args):
     return res
 
 
-def md_latency_ladder(L, ladder, args):
+def md_latency_ladder(L, ladder):
     L.append("## Latency by layer (2 ranks, 8 B, one way)")
     L.append("")
     if not ladder:
@@ -702,7 +702,6 @@ def md_latency_ladder(L, ladder, args):
         below = v
     L.append(md_table(["layer", "µs", "x native", "added by this layer (µs)"], rows))
     L.append("")
-
 
 
 # ----------------------------------------------------------------------------
@@ -1126,7 +1125,7 @@ def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=
                            "extra Ir/call (wrapper-own)", "note"], rows))
     L.append("")
 
-    md_latency_ladder(L, ladder, args)
+    md_latency_ladder(L, ladder)
 
     # core
     L.append("## In-process driver benchmark (accl-bench-core, no MPI)")

@@ -185,7 +185,7 @@ def ladder_parsing(rr):
     L = []
     ladder = {"iters": 10, "runs": 1, "best": {"native": 0.5, "transport": 0.6, "mpi": 2.0},
               "errors": {"driver": "exit 1: boom"}}
-    rr.md_latency_ladder(L, ladder, None)
+    rr.md_latency_ladder(L, ladder)
     rows = [line for line in "\n".join(L).splitlines() if line.startswith("| ")]
     check(any("exit 1: boom" in r for r in rows) and rows[-1].rstrip().endswith("|  |"),
           "latency by layer: a failed rung shows its error and the next one claims no delta over it: %s" % rows)
