@@ -233,9 +233,13 @@ std::chrono::microseconds until(Clock::time_point deadline, std::chrono::microse
 // them still cost a few microseconds (the hypervisor's own mapping), so
 // each page is also touched here, written by the creator (the segment is
 // new and all zero) and read by the side that opens it.
-void prefault_segment(void* base, size_t bytes, bool creator) {
-#ifdef MADV_POPULATE_WRITE
-  (void)::madvise(base, bytes, MADV_POPULATE_WRITE);  // best effort: Linux 5.14+
+// `writable`: the mapping allows writes (a peer's outbox is mapped read-only,
+// so its page tables are populated for reading).
+void prefault_segment(void* base, size_t bytes, bool creator, bool writable = true) {
+#if defined(MADV_POPULATE_WRITE) && defined(MADV_POPULATE_READ)
+  (void)::madvise(base, bytes, writable ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);  // best effort: Linux 5.14+
+#else
+  (void)writable;
 #endif
   auto* p = static_cast<volatile std::byte*>(base);
   for (size_t off = 0; off < bytes; off += kPageBytes) {
@@ -429,8 +433,12 @@ class PeerOutbox {
   PeerOutbox& operator=(const PeerOutbox&) = delete;
 
   // The payload a descriptor names, or nullptr if it lies outside the outbox.
-  const std::byte* payload(const SharedDescriptor& d, size_t count) const {
+  // The first one maps and reads every page of the outbox (see Outbox::acquire).
+  const std::byte* payload(const SharedDescriptor& d, size_t count) {
     if (d.magic != kSharedMagic || d.offset > bytes_ || count > bytes_ - d.offset) return nullptr;
+    std::call_once(mapped_, [this] {
+      prefault_segment(const_cast<std::byte*>(base_), bytes_, /*creator=*/false, /*writable=*/false);
+    });
     return base_ + d.offset;
   }
 
@@ -442,6 +450,7 @@ class PeerOutbox {
  private:
   const std::byte* base_;
   size_t bytes_;
+  std::once_flag mapped_;
 };
 
 class Outbox {
@@ -491,7 +500,7 @@ class Outbox {
       first_ = (first_ + 1) % kMaxSlots;
       --used_;
     }
-    if (used_ == kMaxSlots) return std::nullopt;
+    if (used_ == kMaxSlots || !pages_ready()) return std::nullopt;
     const size_t need = round_up64(count);
     uint64_t begin = head_;
     if (begin % bytes_ + need > bytes_) begin += bytes_ - begin % bytes_;  // a slot never wraps
@@ -533,6 +542,29 @@ class Outbox {
 
   Slot& slot(size_t i) { return slots_[(first_ + i) % kMaxSlots]; }
 
+  // The first shared payload allocates and touches every page of the outbox
+  // (and each peer's first one maps and reads them all, PeerOutbox::payload):
+  // left to their first use, the writer and every reader faulted a fresh
+  // page in each 4 KiB of payload until the outbox had wrapped once, which a
+  // 64 KiB bcast on 4 ranks does after 64 calls; 10-15 % of its calls took
+  // 200-400 us instead of 30. Not when the outbox is made: a rank whose
+  // collectives never share a payload (point-to-point only, or 8 ranks)
+  // would keep its own and every peer's outbox resident for nothing. False
+  // (every shared send then goes through the rings) when the memory is not
+  // there: tmpfs full, where a touch would have died of SIGBUS.
+  bool pages_ready() {
+    if (pages_ == Pages::untouched) {
+      if (reserve_pages(fd_.get(), bytes_)) {
+        prefault_segment(base_, bytes_, /*creator=*/true);
+        pages_ = Pages::ready;
+      } else {
+        ACCL_LOG_INFO("shm: no room for the outbox ({}); every payload goes through the rings", std::strerror(errno));
+        pages_ = Pages::unavailable;
+      }
+    }
+    return pages_ == Pages::ready;
+  }
+
   // Every reader's consumer released the descriptor (its tail passed it) or
   // closed for good. (A consumer whose process died keeps its slot: the
   // outbox then fills up and sends use the rings.)
@@ -555,6 +587,7 @@ class Outbox {
   size_t first_ = 0;
   size_t used_ = 0;
   uint64_t head_ = 0;  // where the next slot starts
+  enum class Pages { untouched, ready, unavailable } pages_ = Pages::untouched;  // under mutex_
 };
 
 // ---- direct writes: the kernel-assisted single copy -----------------------

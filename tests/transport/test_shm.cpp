@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -120,12 +119,6 @@ class CountingSink final : public Sink {
  private:
   std::byte scratch_[64]{};
 };
-
-[[maybe_unused]] long minor_faults() {  // unused where the test is skipped
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return u.ru_minflt;
-}
 
 // Both sides map and touch the whole ring when the link opens: a stream of
 // small messages then takes no page fault on its way through fresh pages of

@@ -9,6 +9,7 @@
 #include "transport_common.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -31,6 +32,13 @@ struct AddressLess {
     return transport_detail::address_key(a) < transport_detail::address_key(b);
   }
 };
+
+// Minor page faults of this process so far (every thread).
+[[maybe_unused]] inline long minor_faults() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
 
 // Deterministic payload bytes: a function of the message seed and the byte
 // offset, so any misplaced, lost or corrupted piece is caught.
