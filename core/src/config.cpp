@@ -23,7 +23,7 @@ const std::vector<Setting>& settings() {
       {"ACCL_EMU_TRANSPORT", "auto", "emulator transport: auto (in-process, else shm on one host, else tcp), inproc, shm, tcp, udp"},
       {"ACCL_EMU_BIND_ADDRESS", "127.0.0.1", "address the emulated CCLO listens on (never all interfaces by default)"},
       {"ACCL_EMU_OVERFLOW_BYTES", "67108864", "bytes of unexpected eager data the emulator keeps when all RX buffers are full"},
-      {"ACCL_EMU_SHM_DIRECT_BYTES", "262144", "smallest rendezvous payload the shm transport writes straight into the receiving process's buffer (process_vm_writev: one copy instead of two through a ring); 0 = never"},
+      {"ACCL_EMU_SHM_DIRECT_BYTES", "", "smallest rendezvous payload the shm transport writes straight into the receiving process's buffer (process_vm_writev: one copy instead of two through a ring); 0 = never; empty = 262144 where a 1 MiB process_vm_writev takes at most twice as long as memcpy (measured once per process), else never"},
       {"ACCL_EMU_POLL_LEASE_US", "", "how long after a host thread's last poll the shm transport's reader threads leave incoming messages to it before they take over; empty = 1000, or 10000 when the host has more ACCL processes than cores (a polling thread is then preempted for whole scheduler slices, and readers woken meanwhile find no free core; the process count is known under the PMPI layer, cores = all the host's)"},
       {"ACCL_EMU_SPIN_US", "50", "how long emulator threads spin before they block"},
       {"ACCL_EMU_DRIVE_SPIN_US", "300", "how long a host thread waiting for a call keeps driving its emulated CCLO without progress before it blocks, when the host has at most one ACCL process per core (else ACCL_EMU_SPIN_US)"},

@@ -91,8 +91,8 @@ struct ShmTuning {
   std::chrono::microseconds lease_backstop{10000};
   // Bytes of the outbox (rounded up to whole pages) that holds payloads sent
   // to several peers, copied once for all of them (see Outbox in
-  // transport_shm.cpp); payloads of up to half of it use it. Pages are
-  // touched only when used. 0: no outbox.
+  // transport_shm.cpp); payloads of up to half of it use it. Its pages are
+  // allocated and touched at the first such payload. 0: no outbox.
   size_t outbox_bytes = size_t{4} << 20;
   // Smallest rendezvous payload for one peer that the sender writes straight
   // into the receiver's window with process_vm_writev (see DirectGate in
@@ -147,6 +147,26 @@ std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options, c
 // lapse means the host really stopped polling, and a reader then has a
 // core to take over on.
 std::chrono::microseconds shm_poll_lease(int64_t configured_us, unsigned host_processes, unsigned cores);
+
+// Direct writes (ShmTuning::direct_min_bytes) pay where the kernel copies
+// between processes nearly as fast as memcpy: then one copy beats a ring's
+// two. Where it is much slower, the ring wins, its two copies running at
+// once on the sender's and the receiver's cores. Measured, best of 3
+// alternating runs: on the Firecracker VM of 2026-11-27 (1 MiB
+// process_vm_readv 46-68 us, memcpy 30-43 us) direct writes made 1 MiB
+// allgather and alltoall on 2 ranks 25 % faster; on the VM of 2026-11-28
+// (process_vm_writev 57-67 us, memcpy 23 us) the rings were faster almost
+// everywhere: osu_bw 4 MiB 1.56x against 1.07x native, osu_latency 4 MiB
+// 281 against 468 us, allgather 2 ranks 1 MiB 105 against 136 us.
+constexpr double kShmDirectMaxSlowdown = 2.0;
+constexpr size_t kShmDirectDefaultMinBytes = size_t{256} << 10;
+// The threshold from the best times to copy 1 MiB with process_vm_writev and
+// with memcpy: kShmDirectDefaultMinBytes if the kernel copy takes at most
+// kShmDirectMaxSlowdown times as long, else 0 (also when it failed: <= 0).
+size_t shm_direct_min_for(double kernel_copy_ns, double memcpy_ns);
+// ACCL_EMU_SHM_DIRECT_BYTES: `configured` >= 0 as set; negative (unset):
+// measured once per process with shm_direct_min_for.
+size_t shm_direct_min_bytes(int64_t configured);
 
 namespace transport_detail {
 

@@ -112,10 +112,14 @@ abi::WireHeader rendezvous(uint8_t type, uint32_t count, uint32_t msg_bytes) {
 
 // The data sender and the receiver, each with the links of one direction.
 struct Pair {
-  explicit Pair(size_t direct_min = 64 << 10, size_t window = kWindowBytes) : receiver_sink(window) {
+  // `receiver_direct_min`: the receiver's threshold when it differs from the sender's.
+  explicit Pair(size_t direct_min = 64 << 10, size_t window = kWindowBytes,
+                std::optional<size_t> receiver_direct_min = std::nullopt)
+      : receiver_sink(window) {
     ShmTuning tuning;
     tuning.direct_min_bytes = direct_min;
     sender = make_shm_transport(options(), tuning);
+    tuning.direct_min_bytes = receiver_direct_min.value_or(direct_min);
     receiver = make_shm_transport(options(), tuning);
     sender->start(sender_sink);
     receiver->start(receiver_sink);
@@ -289,6 +293,44 @@ TEST(ShmDirect, OtherPayloadsGoThroughTheRing) {
     EXPECT_EQ(p.send_data(5, kWindowBytes), kWindowBytes);
     EXPECT_TRUE(window_holds(p.receiver_sink.window, 5));
   }
+}
+
+// Each process decides on direct writes for itself (the default measures
+// this host's copies), so two peers may differ: a payload then goes through
+// the ring, whichever side declined, and arrives intact.
+TEST(ShmDirect, PeersThatDisagreeUseTheRing) {
+  {
+    Pair p(/*direct_min=*/0, kWindowBytes, /*receiver_direct_min=*/64 << 10);  // the sender declines
+    p.grant();
+    EXPECT_EQ(p.send_data(5, kWindowBytes), kWindowBytes);
+    EXPECT_TRUE(window_holds(p.receiver_sink.window, 5));
+    p.receiver_sink.open = true;  // the next receive's window
+    p.grant();
+    EXPECT_EQ(p.send_data(6, kWindowBytes), kWindowBytes) << "and again for the next grant";
+    EXPECT_TRUE(window_holds(p.receiver_sink.window, 6));
+  }
+  {
+    Pair p(/*direct_min=*/64 << 10, kWindowBytes, /*receiver_direct_min=*/0);  // the receiver offers nothing
+    p.grant();
+    EXPECT_EQ(p.receiver_sink.offered.load(), 0);
+    EXPECT_EQ(p.send_data(5, kWindowBytes), kWindowBytes);
+    EXPECT_TRUE(window_holds(p.receiver_sink.window, 5));
+  }
+}
+
+// Unset, the threshold follows how fast this host's kernel copies between
+// processes compared with memcpy (transport_common.hpp says why).
+TEST(ShmDirect, TheDefaultThresholdFollowsTheHostsCopyCosts) {
+  EXPECT_EQ(shm_direct_min_for(57'000, 30'000), kShmDirectDefaultMinBytes) << "kernel copy 1.9x memcpy";
+  EXPECT_EQ(shm_direct_min_for(46'000, 23'000), kShmDirectDefaultMinBytes) << "exactly 2x";
+  EXPECT_EQ(shm_direct_min_for(57'000, 23'000), 0u) << "kernel copy 2.5x memcpy: the rings";
+  EXPECT_EQ(shm_direct_min_for(0, 23'000), 0u) << "the kernel copy failed";
+  EXPECT_EQ(shm_direct_min_for(57'000, 0), 0u) << "no clock";
+  EXPECT_EQ(shm_direct_min_bytes(0), 0u) << "set to 0: never";
+  EXPECT_EQ(shm_direct_min_bytes(12345), 12345u) << "a set value is used as it is";
+  const size_t measured = shm_direct_min_bytes(-1);
+  EXPECT_TRUE(measured == 0 || measured == kShmDirectDefaultMinBytes) << measured;
+  EXPECT_EQ(shm_direct_min_bytes(-1), measured) << "measured once per process";
 }
 
 }  // namespace
