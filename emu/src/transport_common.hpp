@@ -97,7 +97,8 @@ struct ShmTuning {
   // Smallest rendezvous payload for one peer that the sender writes straight
   // into the receiver's window with process_vm_writev (see DirectGate in
   // transport_shm.cpp): one copy instead of two. 0: never. Both sides must
-  // allow it. (ACCL_EMU_SHM_DIRECT_BYTES sets it for make_shm_transport.)
+  // allow it. (make_shm_transport takes it from ACCL_EMU_SHM_DIRECT_BYTES or,
+  // unset, from the host's measured copy costs: shm_direct_min_bytes.)
   size_t direct_min_bytes = 0;
 };
 
@@ -153,16 +154,17 @@ std::chrono::microseconds shm_poll_lease(int64_t configured_us, unsigned host_pr
 // two. Where it is much slower, the ring wins, its two copies running at
 // once on the sender's and the receiver's cores. Measured, best of 3
 // alternating runs: on the Firecracker VM of 2026-11-27 (1 MiB
-// process_vm_readv 46-68 us, memcpy 30-43 us) direct writes made 1 MiB
+// process_vm_readv, the kernel copy measured then, 46-68 us; memcpy 30-43 us) direct writes made 1 MiB
 // allgather and alltoall on 2 ranks 25 % faster; on the VM of 2026-11-28
 // (process_vm_writev 57-67 us, memcpy 23 us) the rings were faster almost
 // everywhere: osu_bw 4 MiB 1.56x against 1.07x native, osu_latency 4 MiB
-// 281 against 468 us, allgather 2 ranks 1 MiB 105 against 136 us.
+// 282 against 468 us, allgather 2 ranks 1 MiB 105 against 136 us.
 constexpr double kShmDirectMaxSlowdown = 2.0;
 constexpr size_t kShmDirectDefaultMinBytes = size_t{256} << 10;
 // The threshold from the best times to copy 1 MiB with process_vm_writev and
 // with memcpy: kShmDirectDefaultMinBytes if the kernel copy takes at most
-// kShmDirectMaxSlowdown times as long, else 0 (also when it failed: <= 0).
+// kShmDirectMaxSlowdown times as long, else 0 (also when either is not a
+// positive finite time: the copy failed).
 size_t shm_direct_min_for(double kernel_copy_ns, double memcpy_ns);
 // ACCL_EMU_SHM_DIRECT_BYTES: `configured` >= 0 as set; negative (unset):
 // measured once per process with shm_direct_min_for.

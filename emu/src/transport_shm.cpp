@@ -45,6 +45,7 @@
 
 #include <array>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -251,11 +252,14 @@ void prefault_segment(void* base, size_t bytes, bool creator, bool writable = tr
 }
 
 // Allocates the pages of a new segment of `bytes`; false (errno set) when
-// the file system has no room. A file system without fallocate leaves them
-// to the first touch, as before.
+// there is no memory for them (file system full, memory limit). A file
+// system without fallocate leaves them to the first touch, as before. tmpfs
+// gives up on a pending signal (EINTR) rather than restarting.
 bool reserve_pages(int fd, size_t bytes) {
-  if (::fallocate(fd, 0, 0, static_cast<off_t>(bytes)) == 0) return true;
-  return errno == EOPNOTSUPP;
+  int r = 0;
+  do r = ::fallocate(fd, 0, 0, static_cast<off_t>(bytes));
+  while (r != 0 && errno == EINTR);
+  return r == 0 || errno == EOPNOTSUPP;
 }
 
 // One mapped segment. Mappings are shared through a per-process registry so
@@ -435,7 +439,9 @@ class PeerOutbox {
   PeerOutbox& operator=(const PeerOutbox&) = delete;
 
   // The payload a descriptor names, or nullptr if it lies outside the outbox.
-  // The first one maps and reads every page of the outbox (see Outbox::acquire).
+  // The first one maps and reads every page of the outbox (see
+  // Outbox::pages_ready). Called by the ring's one consumer at a time; the
+  // once_flag keeps that an assumption nothing depends on.
   const std::byte* payload(const SharedDescriptor& d, size_t count) {
     if (d.magic != kSharedMagic || d.offset > bytes_ || count > bytes_ - d.offset) return nullptr;
     std::call_once(mapped_, [this] {
@@ -552,15 +558,17 @@ class Outbox {
   // 200-400 us instead of 30. Not when the outbox is made: a rank whose
   // collectives never share a payload (point-to-point only, or 8 ranks)
   // would keep its own and every peer's outbox resident for nothing. False
-  // (every shared send then goes through the rings) when the memory is not
-  // there: tmpfs full, where a touch would have died of SIGBUS.
+  // from then on (every shared send goes through the rings) when there is no
+  // memory for the pages (a memory limit), where a touch would have died of
+  // SIGBUS.
   bool pages_ready() {
     if (pages_ == Pages::untouched) {
       if (reserve_pages(fd_.get(), bytes_)) {
         prefault_segment(base_, bytes_, /*creator=*/true);
         pages_ = Pages::ready;
       } else {
-        ACCL_LOG_INFO("shm: no room for the outbox ({}); every payload goes through the rings", std::strerror(errno));
+        const int err = errno;
+        ACCL_LOG_INFO("shm: no memory for the outbox ({}); shared payloads go through the rings", std::strerror(err));
         pages_ = Pages::unavailable;
       }
     }
@@ -2297,7 +2305,9 @@ std::chrono::microseconds shm_poll_lease(int64_t configured_us, unsigned host_pr
 }
 
 size_t shm_direct_min_for(double kernel_copy_ns, double memcpy_ns) {
-  if (!(kernel_copy_ns > 0) || !(memcpy_ns > 0)) return 0;  // the kernel copy failed (or no clock)
+  // The kernel copy failed, or no usable clock (NaN and infinities included).
+  if (!(kernel_copy_ns > 0) || !(memcpy_ns > 0) || !std::isfinite(kernel_copy_ns) || !std::isfinite(memcpy_ns))
+    return 0;
   return kernel_copy_ns <= kShmDirectMaxSlowdown * memcpy_ns ? kShmDirectDefaultMinBytes : 0;
 }
 
@@ -2321,10 +2331,10 @@ size_t measure_direct_min_bytes() {
     const auto t1 = Clock::now();
     // dst escapes into the system call, so the memcpy before it stays.
     const ssize_t copied = ::process_vm_writev(::getpid(), &local, 1, &remote, 1, 0);
+    const int err = errno;
     const auto t2 = Clock::now();
     if (copied != static_cast<ssize_t>(kBytes)) {
-      ACCL_LOG_INFO("shm: direct writes off (process_vm_writev: {})",
-                    copied < 0 ? std::strerror(errno) : "short copy");
+      ACCL_LOG_INFO("shm: direct writes off (process_vm_writev: {})", copied < 0 ? std::strerror(err) : "short copy");
       return 0;
     }
     best_memcpy = std::min(best_memcpy, Ns(t1 - t0).count());

@@ -222,10 +222,10 @@ TEST(ShmShared, OutboxPagesAreMappedAtTheFirstSharedPayload) {
     }
     for (uint32_t i = 0; i < kReceivers; ++i) ASSERT_TRUE(sinks[i]->wait_for(key, 5000ms)) << "key " << key;
   };
-  send_key(1);  // the first shared payload, on both links
+  ASSERT_NO_FATAL_FAILURE(send_key(1));  // the first shared payload, on both links
   constexpr uint32_t kKeys = 64;
   const long before = minor_faults();
-  for (uint32_t key = 2; key <= kKeys + 1; ++key) send_key(key);
+  for (uint32_t key = 2; key <= kKeys + 1; ++key) ASSERT_NO_FATAL_FAILURE(send_key(key));
   const long faults = minor_faults() - before;
   EXPECT_EQ(produced, size_t{kKeys + 1} * kBytes) << "each payload was written to the outbox once, for both links";
   for (uint32_t i = 0; i < kReceivers; ++i) {
