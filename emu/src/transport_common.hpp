@@ -33,6 +33,7 @@
 #include <new>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -154,11 +155,12 @@ std::chrono::microseconds shm_poll_lease(int64_t configured_us, unsigned host_pr
 // two. Where it is much slower, the ring wins, its two copies running at
 // once on the sender's and the receiver's cores. Measured, best of 3
 // alternating runs: on the Firecracker VM of 2026-11-27 (1 MiB
-// process_vm_readv, the kernel copy measured then, 46-68 us; memcpy 30-43 us) direct writes made 1 MiB
-// allgather and alltoall on 2 ranks 25 % faster; on the VM of 2026-11-28
-// (process_vm_writev 57-67 us, memcpy 23 us) the rings were faster almost
-// everywhere: osu_bw 4 MiB 1.56x against 1.07x native, osu_latency 4 MiB
-// 282 against 468 us, allgather 2 ranks 1 MiB 105 against 136 us.
+// process_vm_readv, the kernel copy measured then, 46-68 us; memcpy
+// 30-43 us) direct writes made 1 MiB allgather and alltoall on 2 ranks 25 %
+// faster; on the VM of 2026-11-28 (process_vm_writev 57-67 us, memcpy
+// 23 us) the rings were faster almost everywhere: osu_bw 4 MiB 1.56x
+// against 1.07x native, osu_latency 4 MiB 282 against 468 us, allgather
+// 2 ranks 1 MiB 105 against 136 us.
 constexpr double kShmDirectMaxSlowdown = 2.0;
 constexpr size_t kShmDirectDefaultMinBytes = size_t{256} << 10;
 // The threshold from the best times to copy 1 MiB with process_vm_writev and
@@ -166,9 +168,9 @@ constexpr size_t kShmDirectDefaultMinBytes = size_t{256} << 10;
 // kShmDirectMaxSlowdown times as long, else 0 (also when either is not a
 // positive finite time: the copy failed).
 size_t shm_direct_min_for(double kernel_copy_ns, double memcpy_ns);
-// ACCL_EMU_SHM_DIRECT_BYTES: `configured` >= 0 as set; negative (unset):
-// measured once per process with shm_direct_min_for.
-size_t shm_direct_min_bytes(int64_t configured);
+// ACCL_EMU_SHM_DIRECT_BYTES: `configured` as set; unset (nullopt): measured
+// once per process with shm_direct_min_for.
+size_t shm_direct_min_bytes(std::optional<size_t> configured);
 
 namespace transport_detail {
 

@@ -2349,17 +2349,18 @@ size_t measure_direct_min_bytes() {
 
 }  // namespace
 
-size_t shm_direct_min_bytes(int64_t configured) {
-  if (configured >= 0) return static_cast<size_t>(configured);
+size_t shm_direct_min_bytes(std::optional<size_t> configured) {
+  if (configured) return *configured;
   static const size_t measured = measure_direct_min_bytes();
   return measured;
 }
 
 std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options) {
   ShmTuning tuning;
-  tuning.direct_min_bytes = shm_direct_min_bytes(config::get("ACCL_EMU_SHM_DIRECT_BYTES")
-                                                     ? std::max<int64_t>(0, config::get_int("ACCL_EMU_SHM_DIRECT_BYTES"))
-                                                     : -1);
+  std::optional<size_t> direct_bytes;  // unset: measured
+  if (config::get("ACCL_EMU_SHM_DIRECT_BYTES"))
+    direct_bytes = static_cast<size_t>(std::max<int64_t>(0, config::get_int("ACCL_EMU_SHM_DIRECT_BYTES")));
+  tuning.direct_min_bytes = shm_direct_min_bytes(direct_bytes);
   tuning.poll_lease = shm_poll_lease(config::get_int("ACCL_EMU_POLL_LEASE_US"), options.host_processes,
                                      std::thread::hardware_concurrency());
   return make_shm_transport(options, tuning);
