@@ -122,7 +122,8 @@ Args parse_args(int argc, char** argv) {
   Args a;
   a.init.rx_buffer_count = static_cast<unsigned>(accl::config::get_int("ACCL_RX_BUFFER_COUNT"));
   a.init.rx_buffer_size = static_cast<size_t>(accl::config::get_int("ACCL_RX_BUFFER_SIZE"));
-  a.init.max_eager_size = static_cast<size_t>(accl::config::get_int("ACCL_MAX_EAGER_SIZE"));
+  a.init.max_eager_size =
+      static_cast<size_t>(accl::config::max_eager_size(a.init.rx_buffer_count, a.init.rx_buffer_size));
   a.init.max_rendezvous_size = static_cast<size_t>(accl::config::get_int("ACCL_MAX_RENDEZVOUS_SIZE"));
   bool only_scaling = false;
   try {

@@ -17,12 +17,12 @@ const std::vector<Setting>& settings() {
       {"ACCL_DEVICE", "emu", "device behind ACCL: emu (bundled emulator), xrt (Alveo card), none (PMPI: run natively)"},
       {"ACCL_RX_BUFFER_COUNT", "16", "number of RX spare buffers (PMPI layer and create_local_world)"},
       {"ACCL_RX_BUFFER_SIZE", "65536", "bytes per RX spare buffer (PMPI layer and create_local_world)"},
-      {"ACCL_MAX_EAGER_SIZE", "16384", "largest message sent eagerly in bytes; larger ones use rendezvous"},
+      {"ACCL_MAX_EAGER_SIZE", "65536", "largest message sent eagerly in bytes; larger ones use rendezvous; unset: the default, or what the RX buffers hold together (ACCL_RX_BUFFER_COUNT x ACCL_RX_BUFFER_SIZE) if that is less"},
       {"ACCL_MAX_RENDEZVOUS_SIZE", "4194304", "bytes of each scratch buffer used by collectives; 0 = eager only"},
       // emulator
       {"ACCL_EMU_TRANSPORT", "auto", "emulator transport: auto (in-process, else shm on one host, else tcp), inproc, shm, tcp, udp"},
       {"ACCL_EMU_BIND_ADDRESS", "127.0.0.1", "address the emulated CCLO listens on (never all interfaces by default)"},
-      {"ACCL_EMU_OVERFLOW_BYTES", "67108864", "bytes of unexpected eager data the emulator keeps when all RX buffers are full"},
+      {"ACCL_EMU_OVERFLOW_BYTES", "268435456", "bytes of unexpected eager data the emulator keeps when all RX buffers are full (pages become resident only as such data first needs them); beyond it a message is discarded and its receive fails"},
       {"ACCL_EMU_SHM_DIRECT_BYTES", "", "smallest rendezvous payload the shm transport writes straight into the receiving process's buffer (process_vm_writev: one copy instead of two through a ring); 0 = never; empty = 262144 where a 1 MiB process_vm_writev takes at most twice as long as memcpy (measured once per process), else never"},
       {"ACCL_EMU_POLL_LEASE_US", "", "how long after a host thread's last poll the shm transport's reader threads leave incoming messages to it before they take over; empty = 1000, or 10000 when the host has more ACCL processes than cores (a polling thread is then preempted for whole scheduler slices, and readers woken meanwhile find no free core; the process count is known under the PMPI layer, cores = all the host's)"},
       {"ACCL_EMU_SPIN_US", "50", "how long emulator threads spin before they block"},
@@ -102,5 +102,13 @@ bool get_bool(const char* name) {
 }
 
 std::chrono::milliseconds get_ms(const char* name) { return std::chrono::milliseconds(get_int(name)); }
+
+uint64_t max_eager_size(uint64_t rx_buffer_count, uint64_t rx_buffer_size) {
+  const int64_t value = get_int("ACCL_MAX_EAGER_SIZE");
+  if (get("ACCL_MAX_EAGER_SIZE")) return static_cast<uint64_t>(value);  // the firmware judges a set value
+  // The firmware refuses an eager size its RX buffers cannot hold at once;
+  // smaller buffers than the defaults must not turn the default into an error.
+  return std::min(static_cast<uint64_t>(value), rx_buffer_count * rx_buffer_size);
+}
 
 }  // namespace accl::config

@@ -130,7 +130,7 @@ void read_settings(Settings& s) {
   s.p2p = s.enabled[static_cast<size_t>(Call::Send)] && s.enabled[static_cast<size_t>(Call::Recv)];
   s.rx_buffer_count = static_cast<unsigned>(config::get_int("ACCL_RX_BUFFER_COUNT"));
   s.rx_buffer_size = static_cast<size_t>(config::get_int("ACCL_RX_BUFFER_SIZE"));
-  s.max_eager_size = static_cast<size_t>(config::get_int("ACCL_MAX_EAGER_SIZE"));
+  s.max_eager_size = static_cast<size_t>(config::max_eager_size(s.rx_buffer_count, s.rx_buffer_size));
   s.max_rendezvous_size = static_cast<size_t>(config::get_int("ACCL_MAX_RENDEZVOUS_SIZE"));
   s.staging_limit = static_cast<size_t>(std::max<int64_t>(0, config::get_int("ACCL_P2P_STAGING_BYTES")));
   s.buffer_cache = static_cast<size_t>(std::max<int64_t>(0, config::get_int("ACCL_BUFFER_CACHE")));

@@ -93,7 +93,7 @@ struct Settings {
   bool p2p = true;                              // send and recv enabled
   unsigned rx_buffer_count = 16;
   size_t rx_buffer_size = 65536;
-  size_t max_eager_size = 16384;
+  size_t max_eager_size = 65536;
   size_t max_rendezvous_size = 4 << 20;
   size_t staging_limit = 64 << 20;
   size_t buffer_cache = 64;

@@ -134,11 +134,12 @@ int main(int argc, char** argv) {
   }
   const int depth = argc > 1 ? atoi(argv[1]) : 256;
   /* Default settings: up to 4064 bytes travel inside the envelope, 4065
-   * needs a payload (4064 words + 1 inline byte), 20000 and 32768 are
-   * rendezvous payloads (above the 16 KiB eager size). With a smaller eager
-   * size (ACCL_MAX_EAGER_SIZE=1024: inline up to 992 bytes) the same sizes
-   * hit the other side of each boundary. */
-  const size_t sizes[] = {8, 300, 993, 4064, 4065, 20000, 32768};
+   * needs a payload (4064 words + 1 inline byte), 20000 and 65536 are eager
+   * payloads (the eager size is 64 KiB), 65540 is the smallest rendezvous
+   * one and 100000 a larger one. With a smaller eager size
+   * (ACCL_MAX_EAGER_SIZE=1024: inline up to 992 bytes) the same sizes hit
+   * the other side of each boundary. */
+  const size_t sizes[] = {8, 300, 993, 4064, 4065, 20000, 65536, 65540, 100000};
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; ++s) {
     flood(sizes[s], depth, 1, 0);
     flood(sizes[s], depth, 0, 0);

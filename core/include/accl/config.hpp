@@ -30,4 +30,8 @@ int64_t get_int(const char* name);          // value or default; throws on garba
 bool get_bool(const char* name);            // 1/0, on/off, yes/no, true/false
 std::chrono::milliseconds get_ms(const char* name);
 
+// ACCL_MAX_EAGER_SIZE as set, or when unset its default capped at what the
+// RX buffers hold together (count x size).
+uint64_t max_eager_size(uint64_t rx_buffer_count, uint64_t rx_buffer_size);
+
 }  // namespace accl::config
