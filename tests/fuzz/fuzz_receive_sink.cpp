@@ -191,6 +191,13 @@ class Harness {
       if (p >= wptr_[i] && p < wptr_[i] + kWindowBufBytes) return static_cast<int>(i);
     return -1;
   }
+  // [p, p + n) lies inside one window buffer: a range the firmware could
+  // grant (one piece of one posted receive, which the driver checked holds
+  // the call's count).
+  bool inside_one_window_buf(const std::byte* p, uint64_t n) const {
+    const int b = window_buf_of(p);
+    return b >= 0 && n <= static_cast<uint64_t>(wptr_[b] + kWindowBufBytes - p);
+  }
   bool in_overflow(const std::byte* p) const { return p >= ovf_start_ && p < ovf_start_ + ovf_size_; }
 
   // --- transport side ----------------------------------------------------------
@@ -486,11 +493,15 @@ class Harness {
         if (p < r.p + r.n && r.p < p + w.bytes) return true;
       return false;
     };
-    if (err == 0 && how % 8 == 7 && (window_buf_of(p) < 0 || overlaps_model())) {
-      // A garbage address that happens to resolve (any bank, or the internal
-      // overflow store: DeviceMemory::resolve accepts it as device memory).
-      // The firmware only grants its own buffers, so drop it again rather
-      // than model writes to memory the harness does not own.
+    if (err == 0 && how % 8 == 7 && (!inside_one_window_buf(p, w.bytes) || overlaps_model())) {
+      // A garbage address that happens to resolve (anywhere in a bank). The
+      // firmware only grants its own buffers, so drop it again rather than
+      // model writes to memory the harness does not own. The whole range
+      // must lie in one window buffer, not just its start (fuzz finding
+      // window-over-rx-buffer: a window from the first window buffer over
+      // 64 KiB of bank 0 also covered the RX buffers allocated after the
+      // window buffers, and an eager message landing there was reported as
+      // the sink corrupting the window).
       sink_.close_window(w);
       return;
     }
