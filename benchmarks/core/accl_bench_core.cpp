@@ -122,10 +122,9 @@ Args parse_args(int argc, char** argv) {
   Args a;
   a.init.rx_buffer_count = static_cast<unsigned>(accl::config::get_int("ACCL_RX_BUFFER_COUNT"));
   a.init.rx_buffer_size = static_cast<size_t>(accl::config::get_int("ACCL_RX_BUFFER_SIZE"));
-  a.init.max_eager_size =
-      static_cast<size_t>(accl::config::max_eager_size(a.init.rx_buffer_count, a.init.rx_buffer_size));
   a.init.max_rendezvous_size = static_cast<size_t>(accl::config::get_int("ACCL_MAX_RENDEZVOUS_SIZE"));
   bool only_scaling = false;
+  std::optional<size_t> eager;  // --eager; else ACCL_MAX_EAGER_SIZE, capped by the final RX buffers
   try {
     for (int i = 1; i < argc; ++i) {
       std::string o = argv[i];
@@ -162,7 +161,7 @@ Args parse_args(int argc, char** argv) {
       else if (o == "--no-check") a.check = false;
       else if (o == "--rx-count") a.init.rx_buffer_count = static_cast<unsigned>(std::stoul(next()));
       else if (o == "--rx-size") a.init.rx_buffer_size = parse_bytes(next());
-      else if (o == "--eager") a.init.max_eager_size = parse_bytes(next());
+      else if (o == "--eager") eager = parse_bytes(next());
       else if (o == "--rendezvous") a.init.max_rendezvous_size = parse_bytes(next());
       else if (o == "--timeout-ms") a.timeout_ms = static_cast<unsigned>(std::stoul(next()));
       else if (o == "--csv") a.csv = next();
@@ -172,6 +171,9 @@ Args parse_args(int argc, char** argv) {
     std::fprintf(stderr, "accl-bench-core: %s\n", e.what());
     usage(2);
   }
+  a.init.max_eager_size =
+      eager ? *eager
+            : static_cast<size_t>(accl::config::max_eager_size(a.init.rx_buffer_count, a.init.rx_buffer_size));
   if (only_scaling) a.ops.clear();
   if (a.ranks < 1 || a.ranks > 64) {
     std::fprintf(stderr, "accl-bench-core: --ranks must be 1..64\n");

@@ -375,9 +375,10 @@ def stats_run(args, benches, nps):
 ALLOC_PROGRAM = "tests/pmpi/pmpi_test_alloc"
 ALLOC_COUNTER = "tests/pmpi/libaccl_test_alloc_counter.so"
 ALLOC_ROUNDS = 200
-# One round of tests/pmpi/test_alloc.c per rank: Send+Recv twice (8 B, 64 KiB),
-# Irecv+Isend+Waitall, and 5 collectives.
-ALLOC_CALLS_PER_ROUND = 12
+# One round of tests/pmpi/test_alloc.c per rank: Send+Recv three times (8 B
+# inside the envelope, 32 KiB eager, 128 KiB rendezvous), Irecv+Isend+Waitall
+# (128 KiB), and 5 collectives.
+ALLOC_CALLS_PER_ROUND = 14
 
 
 def parse_allocations(text):

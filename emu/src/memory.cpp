@@ -5,6 +5,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -76,8 +77,8 @@ uint64_t RangeAllocator::free(uint64_t offset) {
 // ---------------------------------------------------------------------------
 // Bank
 // ---------------------------------------------------------------------------
-Bank::Bank(uint64_t base_address, size_t bytes, uint64_t alignment)
-    : base_(base_address), bytes_(bytes), alloc_(0, alignment) {
+Bank::Bank(uint64_t base_address, size_t bytes, uint64_t alignment, uint64_t release_above)
+    : base_(base_address), bytes_(bytes), alloc_(0, alignment), release_above_(release_above) {
   // A large virtual reservation costs nothing until pages are touched
   // (MAP_NORESERVE: no swap accounting). If the system refuses (strict
   // overcommit, small address-space limit), fall back to smaller sizes.
@@ -107,13 +108,28 @@ std::optional<uint64_t> Bank::allocate(size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto off = alloc_.allocate(bytes);
   if (!off) return std::nullopt;
+  touched_end_ = std::max<uint64_t>(touched_end_, *off + std::max<size_t>(bytes, 1));
   return base_ + *off;
 }
 
 uint64_t Bank::free(uint64_t address) {
   if (!contains(address)) return 0;
   std::lock_guard<std::mutex> lock(mutex_);
-  return alloc_.free(address - base_);
+  const uint64_t freed = alloc_.free(address - base_);
+  if (freed != 0 && release_above_ != 0 && alloc_.used_bytes() == 0 && touched_end_ > release_above_) {
+    // Nothing lives in the bank any more: a burst's pages need not stay
+    // resident for the rest of the run (they come back zeroed on next use).
+    const uint64_t len = std::min<uint64_t>(round_up(touched_end_, DeviceMemory::kAlignment), bytes_);
+    if (madvise(data_, len, MADV_DONTNEED) != 0)
+      ACCL_LOG_WARN("emulated memory at {}: releasing {} bytes failed: {}", hex(base_), len, std::strerror(errno));
+    touched_end_ = 0;
+  }
+  return freed;
+}
+
+uint64_t Bank::touched_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return touched_end_;
 }
 
 uint64_t Bank::used_bytes() const {
@@ -130,9 +146,11 @@ DeviceMemory::DeviceMemory(unsigned banks, size_t bank_bytes, size_t overflow_by
     throw std::invalid_argument("emulated CCLO: bank size must be 1 byte .. 1 TiB");
   for (unsigned b = 0; b < banks; ++b)
     banks_.push_back(std::make_unique<Bank>(uint64_t{b + 1} << kAddressShift, bank_bytes, kAlignment));
-  // The overflow store holds small eager segments: 64-byte granularity.
+  // The overflow store holds small eager segments: 64-byte granularity. A
+  // burst of unexpected data above kOverflowKeepBytes is released once the
+  // store empties again.
   overflow_ = std::make_unique<Bank>(kOverflowBankTag << kAddressShift,
-                                     overflow_bytes == 0 ? kAlignment : overflow_bytes, 64);
+                                     overflow_bytes == 0 ? kAlignment : overflow_bytes, 64, kOverflowKeepBytes);
 }
 
 DeviceMemory::~DeviceMemory() {

@@ -265,6 +265,18 @@ void start_device() {
     st.world_ranks.push_back(r);
   }
 
+  // One eager size for all ranks: it decides protocols and collective
+  // algorithms on both ends of every message, and its default follows each
+  // rank's own RX buffer settings, which an MPMD launch may set differently.
+  const uint64_t my_eager = st.s.max_eager_size;
+  uint64_t agreed_eager = my_eager;
+  PMPI_Allreduce(&my_eager, &agreed_eager, 1, MPI_UINT64_T, MPI_MIN, st.private_comm);
+  if (agreed_eager != my_eager) {
+    ACCL_LOG_INFO("accl-pmpi: eager size {} instead of {} bytes, the smallest any rank asked for", agreed_eager,
+                  my_eager);
+    st.s.max_eager_size = static_cast<size_t>(agreed_eager);
+  }
+
   bool ok = true;
   std::string err;
   try {

@@ -2,7 +2,11 @@
 // Exchange memory MMIO, memory banks, host memory and address resolution.
 #include "emu_test_util.hpp"
 
+#include "memory.hpp"
+
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <numeric>
@@ -70,6 +74,56 @@ TEST(EmuMemory, BankExhaustionThrowsBadAlloc) {
   EXPECT_THROW(d.allocate(1, MemoryKind::device, 0), std::bad_alloc);
   d.free(a);
   EXPECT_NO_THROW(d.free(d.allocate(1, MemoryKind::device, 0)));
+}
+
+// Resident pages among the first `bytes` of a bank, by mincore().
+size_t resident_pages(const Bank& bank, uint64_t bytes) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in(bytes / page);
+  if (mincore(bank.translate(bank.base(), bytes), bytes, in.data()) != 0) return SIZE_MAX;
+  size_t n = 0;
+  for (unsigned char c : in) n += c & 1u;
+  return n;
+}
+
+// The overflow store's pages after a burst of unexpected data: kept while
+// anything lives in the store or the burst was small, released once a large
+// burst has drained (they must not stay resident for the rest of the run).
+TEST(EmuMemory, AnEmptiedBankReleasesTheLargeBurstsPages) {
+  constexpr uint64_t kKeep = 4 << 20, kBlock = 1 << 20;
+  Bank bank(uint64_t{0x100} << 40, 32 << 20, 64, kKeep);
+  std::vector<uint64_t> blocks;
+  for (int i = 0; i < 8; ++i) {
+    auto a = bank.allocate(kBlock);
+    ASSERT_TRUE(a);
+    std::memset(bank.translate(*a, kBlock), 0x5A, kBlock);
+    blocks.push_back(*a);
+  }
+  const size_t pages_per_block = kBlock / static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  EXPECT_GE(resident_pages(bank, 8 * kBlock), 8 * pages_per_block);
+  for (size_t i = 0; i + 1 < blocks.size(); ++i) bank.free(blocks[i]);
+  EXPECT_EQ(bank.touched_bytes(), 8 * kBlock) << "released while a block was still allocated";
+  EXPECT_GE(resident_pages(bank, 8 * kBlock), pages_per_block);
+  bank.free(blocks.back());
+  EXPECT_EQ(bank.touched_bytes(), 0u);
+  EXPECT_EQ(resident_pages(bank, 8 * kBlock), 0u);
+  // Reused after the release: zeroed pages, usable as before.
+  auto again = bank.allocate(kBlock);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(*bank.translate(*again, 1), std::byte{0});
+
+  // A burst at most kKeep bytes deep stays resident (no madvise per message).
+  bank.free(*again);
+  std::vector<uint64_t> small;
+  for (int i = 0; i < 2; ++i) {
+    auto a = bank.allocate(kBlock);
+    ASSERT_TRUE(a);
+    std::memset(bank.translate(*a, kBlock), 0x5A, kBlock);
+    small.push_back(*a);
+  }
+  for (uint64_t a : small) bank.free(a);
+  EXPECT_EQ(bank.touched_bytes(), 2 * kBlock);
+  EXPECT_GE(resident_pages(bank, 2 * kBlock), 2 * pages_per_block);
 }
 
 TEST(EmuMemory, CopyIsBoundsChecked) {

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   struct stat st {};
   stat("/proc/self/ns/net", &st);
   long bad = 0;
-  // 400 KB: rendezvous with the PMPI layer's defaults (eager <= 16 KiB).
+  // 400 KB: rendezvous with the PMPI layer's defaults (eager <= 64 KiB).
   for (int n : {1, 1000, 100000}) {
     std::vector<float> a(n), b(n);
     for (int i = 0; i < n; ++i) a[i] = static_cast<float>((rank + 1) * (i % 100));

@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """Runs an MPI test program under mpirun and checks its exit code and output.
 
-run_mpi.py --np N [--preload LIB] [--env K=V]... [--expect-fail]
+run_mpi.py --np N [--preload LIB] [--env K=V]... [--rank0-env K=V]... [--expect-fail]
            [--expect-stderr REGEX]... [--expect-stdout REGEX]... -- PROGRAM ARGS...
 
 The child environment is ours plus --env settings (local launches inherit
 it). --preload passes LD_PRELOAD to the ranks only (-x), never to mpirun.
+--rank0-env settings apply to rank 0 only (an MPMD launch: rank 0 in an app
+context of its own), for ranks that are configured differently.
 """
 import argparse
 import os
@@ -32,6 +34,7 @@ def main():
     p.add_argument("--np", type=int, default=2)
     p.add_argument("--preload")
     p.add_argument("--env", action="append", default=[])
+    p.add_argument("--rank0-env", action="append", default=[])
     p.add_argument("--expect-fail", action="store_true")
     p.add_argument("--expect-stderr", action="append", default=[])
     p.add_argument("--expect-stdout", action="append", default=[])
@@ -43,10 +46,12 @@ def main():
     for kv in a.env:
         k, _, v = kv.partition("=")
         env[k] = v
-    mpirun = ["mpirun", "-np", str(a.np)]
-    if a.preload:
-        mpirun += ["-x", "LD_PRELOAD=" + a.preload]
-    full = mpirun + cmd
+    preload = ["-x", "LD_PRELOAD=" + a.preload] if a.preload else []
+    if a.rank0_env and a.np > 1:
+        rank0 = [x for kv in a.rank0_env for x in ("-x", kv)]
+        full = ["mpirun", "-np", "1"] + preload + rank0 + cmd + [":", "-np", str(a.np - 1)] + preload + cmd
+    else:
+        full = ["mpirun", "-np", str(a.np)] + preload + [x for kv in a.rank0_env for x in ("-x", kv)] + cmd
     try:
         r = subprocess.run(full, env=env, capture_output=True, text=True, timeout=a.timeout)
     except subprocess.TimeoutExpired as e:

@@ -14,7 +14,9 @@
 
 typedef unsigned long (*allocations_fn)(void);
 
-enum { kSmall = 8, kMedium = 64 << 10, kLarge = 1 << 20 };
+/* kSmall travels inside its envelope, kEager is an eager payload, kMedium a
+ * rendezvous one (the default eager size is 64 KiB). */
+enum { kSmall = 8, kEager = 32 << 10, kMedium = 128 << 10, kLarge = 1 << 20 };
 
 static void exchange(int rank, int peer, char* out, char* in, int bytes, int tag) {
   if (rank < peer) {
@@ -30,6 +32,7 @@ static void round_of_calls(int rank, int size, char* a, char* b, float* x, float
   const int peer = rank ^ 1;
   if (peer < size) {
     exchange(rank, peer, a, b, kSmall, 1);
+    exchange(rank, peer, a, b, kEager, 4);
     exchange(rank, peer, a, b, kMedium, 2);
     MPI_Request req[2];
     CHECK_RC(MPI_Irecv(b, kMedium, MPI_BYTE, peer, 3, MPI_COMM_WORLD, &req[0]));

@@ -24,7 +24,7 @@ bool supports_compression(Call c);
 enum class WorldKind {
   standard,  // 16 x 1 KiB RX buffers, eager <= 1 KiB, rendezvous above (32 KiB scratch)
   eager,     // rendezvous disabled: everything eager, multi-segment messages
-  large_rx,  // PMPI defaults: 16 x 64 KiB RX buffers, eager <= 16 KiB, 4 MiB scratch
+  large_rx,  // PMPI defaults: 16 x 64 KiB RX buffers, eager <= 64 KiB, 4 MiB scratch
 };
 
 struct Case {

@@ -30,7 +30,7 @@ WorldConfig large_rx_config() {
   c.name = "largerx";
   c.init.rx_buffer_count = 16;
   c.init.rx_buffer_size = 64 * 1024;
-  c.init.max_eager_size = 16 * 1024;
+  c.init.max_eager_size = 64 * 1024;
   c.init.max_rendezvous_size = 4 * 1024 * 1024;
   return c;
 }

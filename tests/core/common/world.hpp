@@ -31,8 +31,8 @@ struct WorldConfig {
 // Eager-only configuration: rendezvous disabled, so every message is eager
 // and messages above one RX buffer travel as several segments.
 WorldConfig eager_only_config();
-// The PMPI layer's defaults: 16 x 64 KiB RX buffers, eager up to 16 KiB,
-// 4 MiB scratch buffers (an eager message spans part of one RX buffer).
+// The PMPI layer's defaults: 16 x 64 KiB RX buffers, eager up to 64 KiB,
+// 4 MiB scratch buffers (an eager message fits one RX buffer).
 WorldConfig large_rx_config();
 
 class World {
