@@ -137,6 +137,8 @@ class ReceiveSink final : public Sink {
     bool direct = false;    // offered for direct writes (direct_window)
   };
   using InFlightMap = std::unordered_map<uint64_t, std::unique_ptr<InFlight>>;
+  static constexpr size_t kPreparedInFlight = 16;  // records made with the sink
+  static constexpr size_t kMaxSpareInFlight = 64;  // records kept for reuse at most
 
   std::byte* place_eager(const NetAddress& from, const abi::WireHeader& h, ReceiveTicket& t);  // holds mutex_
   std::byte* place_rendezvous(const NetAddress& from, const abi::WireHeader& h, ReceiveTicket& t);  // holds mutex_
