@@ -92,14 +92,21 @@ size_t resident_pages(const Bank& bank, uint64_t bytes) {
 TEST(EmuMemory, AnEmptiedBankReleasesTheLargeBurstsPages) {
   constexpr uint64_t kKeep = 4 << 20, kBlock = 1 << 20;
   Bank bank(uint64_t{0x100} << 40, 32 << 20, 64, kKeep);
-  std::vector<uint64_t> blocks;
-  for (int i = 0; i < 8; ++i) {
-    auto a = bank.allocate(kBlock);
-    ASSERT_TRUE(a);
-    std::memset(bank.translate(*a, kBlock), 0x5A, kBlock);
-    blocks.push_back(*a);
-  }
+  // A burst: `n` blocks allocated and written (their pages become resident).
+  auto burst = [&](int n) {
+    std::vector<uint64_t> blocks;
+    for (int i = 0; i < n; ++i) {
+      auto a = bank.allocate(kBlock);
+      if (!a) break;
+      std::memset(bank.translate(*a, kBlock), 0x5A, kBlock);
+      blocks.push_back(*a);
+    }
+    return blocks;
+  };
   const size_t pages_per_block = kBlock / static_cast<size_t>(sysconf(_SC_PAGESIZE));
+
+  std::vector<uint64_t> blocks = burst(8);
+  ASSERT_EQ(blocks.size(), 8u);
   EXPECT_GE(resident_pages(bank, 8 * kBlock), 8 * pages_per_block);
   for (size_t i = 0; i + 1 < blocks.size(); ++i) bank.free(blocks[i]);
   EXPECT_EQ(bank.touched_bytes(), 8 * kBlock) << "released while a block was still allocated";
@@ -111,16 +118,11 @@ TEST(EmuMemory, AnEmptiedBankReleasesTheLargeBurstsPages) {
   auto again = bank.allocate(kBlock);
   ASSERT_TRUE(again);
   EXPECT_EQ(*bank.translate(*again, 1), std::byte{0});
+  bank.free(*again);
 
   // A burst at most kKeep bytes deep stays resident (no madvise per message).
-  bank.free(*again);
-  std::vector<uint64_t> small;
-  for (int i = 0; i < 2; ++i) {
-    auto a = bank.allocate(kBlock);
-    ASSERT_TRUE(a);
-    std::memset(bank.translate(*a, kBlock), 0x5A, kBlock);
-    small.push_back(*a);
-  }
+  std::vector<uint64_t> small = burst(2);
+  ASSERT_EQ(small.size(), 2u);
   for (uint64_t a : small) bank.free(a);
   EXPECT_EQ(bank.touched_bytes(), 2 * kBlock);
   EXPECT_GE(resident_pages(bank, 2 * kBlock), 2 * pages_per_block);
