@@ -18,6 +18,7 @@ namespace accl::emu {
 
 namespace {
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+constexpr uint64_t kHugePageBytes = uint64_t{2} << 20;
 
 std::string hex(uint64_t v) {
   char text[32];
@@ -116,13 +117,19 @@ uint64_t Bank::free(uint64_t address) {
   if (!contains(address)) return 0;
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t freed = alloc_.free(address - base_);
-  if (freed != 0 && release_above_ != 0 && alloc_.used_bytes() == 0 && touched_end_ > release_above_) {
-    // Nothing lives in the bank any more: a burst's pages need not stay
-    // resident for the rest of the run (they come back zeroed on next use).
-    const uint64_t len = std::min<uint64_t>(round_up(touched_end_, DeviceMemory::kAlignment), bytes_);
-    if (madvise(data_, len, MADV_DONTNEED) != 0)
-      ACCL_LOG_WARN("emulated memory at {}: releasing {} bytes failed: {}", hex(base_), len, std::strerror(errno));
-    touched_end_ = 0;
+  // Huge-page aligned, so a release splits no huge page of the kept part.
+  const uint64_t keep = std::min<uint64_t>(round_up(release_above_, kHugePageBytes), bytes_);
+  if (freed != 0 && release_above_ != 0 && alloc_.used_bytes() == 0 && touched_end_ > keep) {
+    // Nothing lives in the bank any more: the deep part of a burst need not
+    // stay resident for the rest of the run (its pages come back zeroed on
+    // next use). The first `keep` bytes, where first fit puts everyday
+    // traffic, stay, so a store that keeps running deep and draining does
+    // not fault its hot pages back in each time.
+    const uint64_t end = std::min<uint64_t>(round_up(touched_end_, DeviceMemory::kAlignment), bytes_);
+    if (madvise(data_ + keep, end - keep, MADV_DONTNEED) != 0)
+      ACCL_LOG_WARN("emulated memory at {}: releasing {} bytes failed: {}", hex(base_ + keep), end - keep,
+                    std::strerror(errno));
+    touched_end_ = keep;
   }
   return freed;
 }

@@ -50,9 +50,10 @@ class RangeAllocator {
 // One contiguous mapping at a fixed CCLO base address.
 class Bank {
  public:
-  // release_above: when the last block is freed and more than this many bytes
-  // were touched since the bank was last empty, their pages go back to the
-  // system (0: never; the overflow store's burst of unexpected data).
+  // release_above: when the last block is freed after blocks reached deeper
+  // than this (rounded up to 2 MiB), the pages beyond it go back to the
+  // system; the first release_above bytes stay resident (0: never release;
+  // the overflow store after a deep burst of unexpected data).
   Bank(uint64_t base_address, size_t bytes, uint64_t alignment, uint64_t release_above = 0);
   ~Bank();
   Bank(const Bank&) = delete;
@@ -63,8 +64,8 @@ class Bank {
   // Bytes freed (0: not an allocated block).
   uint64_t free(uint64_t address);
   uint64_t used_bytes() const;
-  // Bytes from the bank's start that may hold resident pages of blocks
-  // allocated since the last release (tests).
+  // End of the deepest block allocated since the last release, or the kept
+  // part after a release (tests).
   uint64_t touched_bytes() const;
 
   uint64_t base() const { return base_; }
@@ -93,7 +94,8 @@ class DeviceMemory {
   static constexpr uint64_t kOffsetMask = (uint64_t{1} << kAddressShift) - 1;
   static constexpr uint64_t kOverflowBankTag = 0x100;  // far above any device bank
   static constexpr uint64_t kAlignment = 4096;
-  // Pages of the overflow store kept resident after it empties (see Bank).
+  // Depth of the overflow store whose pages stay resident; the pages of a
+  // deeper burst are released once the store is empty again (see Bank).
   static constexpr uint64_t kOverflowKeepBytes = uint64_t{8} << 20;
 
   DeviceMemory(unsigned banks, size_t bank_bytes, size_t overflow_bytes);

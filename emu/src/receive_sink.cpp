@@ -319,6 +319,11 @@ void ReceiveSink::end_message(const NetAddress& from, const abi::WireHeader& h, 
           a.status = revoked ? abi::kDmaDecodeError : status != 0 ? (status | abi::kLinkError) : 0;
           push_arrival(a);
         }
+        // The ticket's copy of the lease goes first: a record retired while
+        // the ticket still held it would be reused with a fresh lease (an
+        // allocation) by a message that begins before this call returns.
+        t.lease.reset();
+        t.landing = nullptr;
         retire_in_flight(it);
         break;
       }

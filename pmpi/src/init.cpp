@@ -164,6 +164,7 @@ struct Endpoint {
   int ok;
   int port;
   uint64_t host;
+  uint64_t rx_buffer_size;  // eager segments to this rank must fit its RX buffers
   char ip[48];
   char why[200];
 };
@@ -235,6 +236,7 @@ void start_device() {
     std::snprintf(me.why, sizeof me.why, "%s", e.what());
   }
   me.host = host_hash();
+  me.rx_buffer_size = st.s.rx_buffer_size;
 
   std::vector<Endpoint> all(static_cast<size_t>(st.world_size));
   PMPI_Allgather(&me, sizeof(Endpoint), MPI_BYTE, all.data(), sizeof(Endpoint), MPI_BYTE, st.private_comm);
@@ -262,6 +264,9 @@ void start_device() {
     rank_t r;
     r.ip = e.ip;
     r.port = e.port;
+    // Ranks may have RX buffers of different sizes (an MPMD launch): each
+    // sends eager segments that fit the receiver's, not its own.
+    r.max_segment_size = e.rx_buffer_size;
     st.world_ranks.push_back(r);
   }
 
