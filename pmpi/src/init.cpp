@@ -281,6 +281,12 @@ void start_device() {
                   my_eager);
     st.s.max_eager_size = static_cast<size_t>(agreed_eager);
   }
+  // Likewise whether rendezvous is on (0: eager only) and the scratch
+  // buffers collectives stage through, which pick algorithms too.
+  const uint64_t my_rendezvous = st.s.max_rendezvous_size;
+  uint64_t agreed_rendezvous = my_rendezvous;
+  PMPI_Allreduce(&my_rendezvous, &agreed_rendezvous, 1, MPI_UINT64_T, MPI_MIN, st.private_comm);
+  st.s.max_rendezvous_size = static_cast<size_t>(agreed_rendezvous);
 
   bool ok = true;
   std::string err;
@@ -353,7 +359,15 @@ void bring_up() {
   // Teardown hook: first thing MPI_Finalize does is delete COMM_SELF's attributes.
   PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete_fn, &st.self_keyval, nullptr);
   PMPI_Comm_set_attr(MPI_COMM_SELF, st.self_keyval, nullptr);
-  if (st.s.offload && st.s.device != "none") start_device();
+  // The device start-up is collective over the private communicator, so
+  // the ranks agree first whether to start one: a rank whose own settings
+  // say native (ACCL_OFFLOAD=off, ACCL_DEVICE=none; an MPMD launch may give
+  // it those) would otherwise leave the others waiting for it.
+  const int wants_device = st.s.offload && st.s.device != "none" ? 1 : 0;
+  int all_want_device = 0;
+  PMPI_Allreduce(&wants_device, &all_want_device, 1, MPI_INT, MPI_MIN, st.private_comm);
+  if (all_want_device) start_device();
+  else if (wants_device) device_unavailable("another rank runs natively (ACCL_OFFLOAD=off or ACCL_DEVICE=none there)");
   else if (st.s.offload && st.s.fallback == FallbackMode::error && st.world_rank == 0)
     warn("ACCL_DEVICE=none: every call runs natively");
   comm_registry_init();
