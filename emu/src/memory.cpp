@@ -79,7 +79,7 @@ uint64_t RangeAllocator::free(uint64_t offset) {
 // Bank
 // ---------------------------------------------------------------------------
 Bank::Bank(uint64_t base_address, size_t bytes, uint64_t alignment, uint64_t release_above)
-    : base_(base_address), bytes_(bytes), alloc_(0, alignment), release_above_(release_above) {
+    : base_(base_address), bytes_(bytes), alloc_(0, alignment) {
   // A large virtual reservation costs nothing until pages are touched
   // (MAP_NORESERVE: no swap accounting). If the system refuses (strict
   // overcommit, small address-space limit), fall back to smaller sizes.
@@ -99,6 +99,8 @@ Bank::Bank(uint64_t base_address, size_t bytes, uint64_t alignment, uint64_t rel
   data_ = static_cast<std::byte*>(p);
   bytes_ = want;
   alloc_ = RangeAllocator(bytes_, alignment);
+  // Huge-page aligned, so a release splits no huge page of the kept part.
+  if (release_above != 0) release_keep_ = std::min<uint64_t>(round_up(release_above, kHugePageBytes), bytes_);
 }
 
 Bank::~Bank() {
@@ -117,9 +119,8 @@ uint64_t Bank::free(uint64_t address) {
   if (!contains(address)) return 0;
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t freed = alloc_.free(address - base_);
-  // Huge-page aligned, so a release splits no huge page of the kept part.
-  const uint64_t keep = std::min<uint64_t>(round_up(release_above_, kHugePageBytes), bytes_);
-  if (freed != 0 && release_above_ != 0 && alloc_.used_bytes() == 0 && touched_end_ > keep) {
+  const uint64_t keep = release_keep_;
+  if (freed != 0 && keep != 0 && alloc_.used_bytes() == 0 && touched_end_ > keep) {
     // Nothing lives in the bank any more: the deep part of a burst need not
     // stay resident for the rest of the run (its pages come back zeroed on
     // next use). The first `keep` bytes, where first fit puts everyday

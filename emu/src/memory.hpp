@@ -84,8 +84,8 @@ class Bank {
   std::byte* data_ = nullptr;
   mutable std::mutex mutex_;
   RangeAllocator alloc_;
-  uint64_t release_above_ = 0;
-  uint64_t touched_end_ = 0;  // end of the highest block allocated since the last release
+  uint64_t release_keep_ = 0;  // bytes kept resident on a release (release_above rounded; 0: never release)
+  uint64_t touched_end_ = 0;   // end of the highest block allocated since the last release
 };
 
 class DeviceMemory {

@@ -270,23 +270,19 @@ void start_device() {
     st.world_ranks.push_back(r);
   }
 
-  // One eager size for all ranks: it decides protocols and collective
-  // algorithms on both ends of every message, and its default follows each
-  // rank's own RX buffer settings, which an MPMD launch may set differently.
-  const uint64_t my_eager = st.s.max_eager_size;
-  uint64_t agreed_eager = my_eager;
-  PMPI_Allreduce(&my_eager, &agreed_eager, 1, MPI_UINT64_T, MPI_MIN, st.private_comm);
-  if (agreed_eager != my_eager) {
-    ACCL_LOG_INFO("accl-pmpi: eager size {} instead of {} bytes, the smallest any rank asked for", agreed_eager,
-                  my_eager);
-    st.s.max_eager_size = static_cast<size_t>(agreed_eager);
-  }
-  // Likewise whether rendezvous is on (0: eager only) and the scratch
-  // buffers collectives stage through, which pick algorithms too.
-  const uint64_t my_rendezvous = st.s.max_rendezvous_size;
-  uint64_t agreed_rendezvous = my_rendezvous;
-  PMPI_Allreduce(&my_rendezvous, &agreed_rendezvous, 1, MPI_UINT64_T, MPI_MIN, st.private_comm);
-  st.s.max_rendezvous_size = static_cast<size_t>(agreed_rendezvous);
+  // One eager size and one rendezvous size (0: eager only; else the scratch
+  // buffers collectives stage through) for all ranks, the smallest any rank
+  // has: they decide protocols and collective algorithms on both ends of
+  // every message, and the eager size's default follows each rank's own RX
+  // buffer settings, which an MPMD launch may set differently.
+  const uint64_t my_sizes[2] = {st.s.max_eager_size, st.s.max_rendezvous_size};
+  uint64_t sizes[2] = {};
+  PMPI_Allreduce(my_sizes, sizes, 2, MPI_UINT64_T, MPI_MIN, st.private_comm);
+  if (sizes[0] != my_sizes[0])
+    ACCL_LOG_INFO("accl-pmpi: eager size {} instead of {} bytes, the smallest any rank asked for", sizes[0],
+                  my_sizes[0]);
+  st.s.max_eager_size = static_cast<size_t>(sizes[0]);
+  st.s.max_rendezvous_size = static_cast<size_t>(sizes[1]);
 
   bool ok = true;
   std::string err;
