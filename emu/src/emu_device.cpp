@@ -424,7 +424,9 @@ bool EmuDevice::drive_until(CallId id, const CallController::Watch& call, Wakeup
           now = Wakeup::Clock::now();
           continue;
         }
-        cpu_relax();
+        // No PAUSE between polls: a poll is work enough to pace the loop,
+        // and the PAUSE delayed noticing an arrival (2-process driver
+        // ping-pong, 8 B: 1.39 -> 1.34 us one way).
         if ((++iterations & 15) == 0) now = Wakeup::Clock::now();
       }
     } else if (!ran) {

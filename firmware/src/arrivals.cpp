@@ -370,6 +370,7 @@ uint32_t peer_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t pe
 }
 
 void forget_link_failure(Fw& fw, uint32_t ip, uint32_t port) {
+  if (fw.st.failed_link_count == 0) return;  // every arrival comes here: skip the table walk
   for (auto& l : fw.st.failed_links) {
     if (l.used && l.ip == ip && l.port == port) {
       l.used = false;
