@@ -1450,8 +1450,8 @@ class InboundRing {
 
   // Delivers up to kMaxPollMessages messages; see the class comment. True
   // when it delivered one. `leased`: a poll lease runs (the caller or
-  // another host thread polls again, or the polls end, or the lease lapses
-  // and the reader takes over); otherwise (a sender waiting for room while
+  // another poller polls again, or the polls end, or the lease lapses and
+  // the reader takes over); otherwise (a sender waiting for room while
   // no lease runs) a message it leaves half consumed goes to the reader at
   // once.
   bool poll(bool leased = true) {
@@ -1462,13 +1462,15 @@ class InboundRing {
     if (leased && ctl_.head.load(std::memory_order_acquire) == ctl_.tail.load(std::memory_order_acquire)) {
       return false;
     }
-    // Something is published: fetch the header's slot and the next one (a
-    // small message's payload) from the sender's cache together. Read one
-    // after the other, they were two cross-core transfers in sequence on
-    // every small message's way.
+    // When something is published, fetch the header's slot and, if it is
+    // published too, the next one (a small message's payload) from the
+    // sender's cache together. Read one after the other, they were two
+    // cross-core transfers in sequence on every small message's way. Slots
+    // not yet published are left alone: they are the sender's next writes.
     const uint64_t first = ctl_.tail.load(std::memory_order_relaxed);
-    __builtin_prefetch(data_ + first % ring_bytes_);
-    __builtin_prefetch(data_ + (first + sizeof(abi::WireHeader)) % ring_bytes_);
+    const uint64_t published = ctl_.head.load(std::memory_order_acquire) - first;
+    if (published >= sizeof(abi::WireHeader)) __builtin_prefetch(data_ + first % ring_bytes_);
+    if (published > sizeof(abi::WireHeader)) __builtin_prefetch(data_ + (first + sizeof(abi::WireHeader)) % ring_bytes_);
     std::unique_lock lock(consumer_mutex_, std::try_to_lock);
     if (!lock.owns_lock() || ended_) return false;
     bool delivered = false;
@@ -1961,17 +1963,21 @@ class ShmTransport final : public Transport, private InboundProgress {
  private:
   bool poll_inbound() override {
     bool delivered = false;
-    // While the poll lease runs (a host thread polls this transport, often
-    // the caller itself: a host thread whose firmware pass sends), a message
-    // this poll leaves half consumed stays with the polls, as a host poll's
-    // does: the next poll carries it on, here or in the host's loop, or the
-    // reader once the lease ends. Handing it to the reader thread at once
+    // While the poll lease runs (a host or firmware thread polls this
+    // transport, often the caller itself: a host thread whose firmware pass
+    // sends), a message this poll leaves half consumed stays with the polls,
+    // as a host poll's does: the next poll carries it on, here or in the
+    // caller's loop, or the reader once the lease has lapsed and the control
+    // thread (or a later publish) wakes it. A reader thread that sends (its
+    // delivery enabled a firmware pass) polls no further once it has room:
+    // its leftovers go to the reader at once, as before. Handing it to the
+    // reader thread at once
     // made two ranks that exchange messages larger than a ring wake their
     // reader threads piece by piece: alternating runs, 2-rank allreduce
     // 4 MiB 494-588 -> 356-367 us, 8 MiB 1248-1334 -> 845-863 us, 4-rank
     // alltoall 1 MiB 579-718 -> 447-451 us. (Only while a driving loop runs:
     // 4 MiB 478-547 us; hosts that poll with test() hold a timed lease.)
-    const bool leased = polls_.remaining().count() > 0;
+    const bool leased = !t_shm_reader_thread && polls_.remaining().count() > 0;
     pollable_.for_each([&](InboundRing& ring) { delivered = ring.poll(leased) || delivered; });
     return delivered;
   }
