@@ -526,6 +526,155 @@ def run_callgrind(args):
 
 
 # ----------------------------------------------------------------------------
+# callgrind: where an offloaded 8 B hop spends its instructions
+# ----------------------------------------------------------------------------
+# The layers an offloaded MPI_Send passes through, outermost first: each entry
+# is (label, function name prefix). Costs are inclusive, so a layer's own
+# share is its entry's cost minus the next entry's.
+SEND_LAYERS = [
+    ("PMPI layer (matching state, envelope, slot budget)", "MPI_Send"),
+    ("driver (checks, call encoding, request)", "accl::ACCL::send("),
+    ("emulated CCLO call controller (call queue, completion)", "accl::emu::EmuDevice::start("),
+    ("firmware passes (decode, slot, send step)", "accl::fw::ControlProgram::poll("),
+    ("data plane move (plan, resolve buffers)", "accl::emu::EmuDataPlane::move("),
+    ("transport (link table, shm ring write)", "accl::emu::LinkTable::send("),
+]
+# Inside MPI_Recv: what is not on the critical path (posting the next envelope
+# receive, while the message flies) and what a wait-loop round costs.
+RECV_PARTS = [
+    ("posting the envelope receive (driver + device, off the critical path)", "accl::ACCL::recv("),
+    ("wait-loop rounds (progress: device test, transport poll, firmware passes)", "accl::pmpi::progress_locked("),
+    ("Open MPI progress (PMPI_Iprobe, every 16th round at most)", "accl::pmpi::native_progress("),
+]
+# Counted per call: lock round trips and clock reads.
+HOP_COUNTERS = [("mutex locks", ("pthread_mutex_lock", "pthread_mutex_trylock")),
+                ("clock reads", ("clock_gettime",))]
+
+
+def hop_name_matches(name, prefix):
+    """C++ entries are prefixes ending in "(" (any overload); C ones (MPI_Send) are whole names, so that
+    MPI_Send does not also count MPI_Sendrecv. A symbol version (@@GLIBC_x) is ignored."""
+    if not name:
+        return False
+    return name.startswith(prefix) if prefix.endswith("(") else name.split("@")[0] == prefix
+
+
+def hop_inclusive(edges, prefix):
+    """-> (calls, inclusive Ir) of the functions `prefix` names, counting only calls from other functions
+    (a recursive call would count its cost twice)."""
+    calls = incl = 0
+    for (cob_, cfn_, eob, efn), (n, cost) in edges.items():
+        if hop_name_matches(efn, prefix) and not hop_name_matches(cfn_, prefix):
+            calls += n
+            incl += cost
+    return calls, incl
+
+
+def hop_profile_of(files, entry, parts, counters=HOP_COUNTERS):
+    """Per call of `entry` over rank files collected with --toggle-collect=entry: its inclusive instructions,
+    each part's inclusive instructions and calls, and the counters' calls."""
+    res = {"calls": 0, "incl": 0, "parts": {p: [0, 0] for _, p in parts},
+           "counters": {label: 0 for label, _ in counters}}
+    for path in files:
+        _, edges = parse_callgrind(path)
+        n, incl = hop_inclusive(edges, entry)
+        res["calls"] += n
+        res["incl"] += incl
+        for _, prefix in parts:
+            c, i = hop_inclusive(edges, prefix)
+            res["parts"][prefix][0] += c
+            res["parts"][prefix][1] += i
+        for label, names in counters:
+            for (cob_, cfn_, eob, efn), (n_, _) in edges.items():
+                if any(hop_name_matches(efn, name) for name in names):
+                    res["counters"][label] += n_
+    return res
+
+
+def run_hop_profile(args):
+    """Offloaded 8 B osu_latency under callgrind, once collecting inside MPI_Send only, once inside MPI_Recv."""
+    if not shutil.which("valgrind"):
+        return {"error": "valgrind not found"}
+    prog = args.binaries.get("latency")
+    if prog is None or not args.pmpi_lib:
+        return {"error": "needs osu_latency and libaccl_pmpi.so"}
+    cgdir = os.path.join(args.logdir, "callgrind")
+    os.makedirs(cgdir, exist_ok=True)
+    out = {"iters": args.callgrind_iters}
+    for side, entry, parts in (("send", "MPI_Send", SEND_LAYERS), ("recv", "MPI_Recv", RECV_PARTS)):
+        tag = "cg.hop-%s." % side
+        for f in os.listdir(cgdir):
+            if f.startswith(tag):
+                os.unlink(os.path.join(cgdir, f))
+        wrapper = ["valgrind", "--tool=callgrind", "--compress-strings=no", "--compress-pos=no",
+                   "--toggle-collect=" + entry, "--callgrind-out-file=" + os.path.join(cgdir, tag + "%p")]
+        cmd = mpirun_cmd(args, 2, prog, ["-m", "8:8", "-i", str(args.callgrind_iters), "-x", "10"],
+                         accl_env_for(args), wrapper)
+        rc, so, se, dt = run(cmd, env=mpi_env(), timeout=max(args.timeout, 900),
+                             log_path=os.path.join(args.logdir, "callgrind-hop-%s.log" % side))
+        files = [os.path.join(cgdir, f) for f in os.listdir(cgdir) if f.startswith(tag)]
+        if rc != 0 or not files:
+            out[side] = {"error": "exit %d: %s" % (rc, first_error_line(se, so))}
+            continue
+        out[side] = hop_profile_of(files, entry, parts)
+        log("callgrind hop %s: %d calls, %.0f Ir/call (%.0f s)" % (
+            side, out[side]["calls"], out[side]["incl"] / max(1, out[side]["calls"]), dt))
+    return out
+
+
+def md_hop_profile(L, hop):
+    L.append("## Where an offloaded 8 B hop spends its instructions (callgrind, 2 ranks)")
+    L.append("")
+    if not hop:
+        L.append("_skipped (--skip hop)_")
+        L.append("")
+        return
+    if "error" in hop:
+        L.append("_skipped: %s_" % hop["error"])
+        L.append("")
+        return
+    L.append("`osu_latency -m 8:8` offloaded (`LD_PRELOAD`, `ACCL_FALLBACK=error`), %d timed iterations, under "
+             "`valgrind --tool=callgrind --toggle-collect=MPI_Send` and then `=MPI_Recv`, both ranks summed: "
+             "instructions per call, inclusive. The send rows nest (each layer runs inside the one above it); "
+             "*own* is a layer's cost minus the next one's. The receive's wait-loop rounds run more often under "
+             "valgrind than natively, so its total is an upper bound; what matters there is the cost of one "
+             "round, which bounds how soon an arrival is noticed." % hop["iters"])
+    L.append("")
+    send = hop.get("send", {})
+    if "error" in send or not send.get("calls"):
+        L.append("_send: %s_" % send.get("error", "no MPI_Send calls seen"))
+    else:
+        n = send["calls"]
+        rows = []
+        values = []
+        for label, prefix in SEND_LAYERS:
+            incl = send["incl"] if prefix == "MPI_Send" else send["parts"][prefix][1]
+            values.append(incl / n)
+        for i, (label, prefix) in enumerate(SEND_LAYERS):
+            own = values[i] - (values[i + 1] if i + 1 < len(values) else 0)
+            rows.append([label, "`%s`" % prefix.rstrip("("), "%.0f" % values[i], "%.0f" % own])
+        L.append(md_table(["MPI_Send, layer", "entry", "inclusive Ir/call", "own Ir/call"], rows))
+        L.append("")
+        L.append("Per MPI_Send: " + ", ".join("%.1f %s" % (v / n, k) for k, v in send["counters"].items()) + ".")
+    L.append("")
+    recv = hop.get("recv", {})
+    if "error" in recv or not recv.get("calls"):
+        L.append("_receive: %s_" % recv.get("error", "no MPI_Recv calls seen"))
+    else:
+        n = recv["calls"]
+        rows = [["MPI_Recv in all", "`MPI_Recv`", "%.0f" % (recv["incl"] / n), "", ""]]
+        for label, prefix in RECV_PARTS:
+            calls, incl = recv["parts"][prefix]
+            rows.append([label, "`%s`" % prefix.rstrip("("), "%.0f" % (incl / n), "%.1f" % (calls / n),
+                         "%.0f" % (incl / calls) if calls else "–"])
+        L.append(md_table(["MPI_Recv, part", "entry", "inclusive Ir/call", "calls/MPI_Recv", "Ir per call of it"],
+                          rows))
+        L.append("")
+        L.append("Per MPI_Recv: " + ", ".join("%.1f %s" % (v / n, k) for k, v in recv["counters"].items()) + ".")
+    L.append("")
+
+
+# ----------------------------------------------------------------------------
 # accl-bench-core
 # ----------------------------------------------------------------------------
 def read_csv(path):
@@ -976,7 +1125,8 @@ def speed_targets(rec, cg, allocs=None):
     return rows
 
 
-def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=(), allocs=None, ladder=None):
+def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=(), allocs=None, ladder=None,
+                   hop=None):
     L = []
     L.append("# ACCL for MPI — performance report (%s)" % started.strftime("%Y-%m-%d %H:%M"))
     L.append("")
@@ -1127,6 +1277,7 @@ def write_markdown(args, rec, cg, core, scaling, plots, started, path, profiles=
     L.append("")
 
     md_latency_ladder(L, ladder)
+    md_hop_profile(L, hop)
 
     # core
     L.append("## In-process driver benchmark (accl-bench-core, no MPI)")
@@ -1237,7 +1388,7 @@ def main():
     ap.add_argument("--callgrind-iters", type=int, default=2000, help="iterations under callgrind (default 2000)")
     ap.add_argument("--ladder-iters", type=int, default=20000,
                     help="round trips per run of the latency-by-layer section (default 20000)")
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: osu,alloc,callgrind,ladder,core,scale,stats,plots,profile")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: osu,alloc,callgrind,ladder,hop,core,scale,stats,plots,profile")
     ap.add_argument("--quick", action="store_true",
                     help="short run: sizes to 64K, -i 50 -x 5, core to 16M with budget 0.05, callgrind 500 iters, "
                          "latency by layer 2000 round trips")
@@ -1369,6 +1520,7 @@ def main():
     allocs = {} if "alloc" in skip else count_allocations(args, ranks)
     cg = {} if "callgrind" in skip else run_callgrind(args)
     ladder = {} if "ladder" in skip else run_latency_ladder(args)
+    hop = {} if "hop" in skip else run_hop_profile(args)
     core = {} if "core" in skip else run_core(args)
     scaling = {} if "scale" in skip else run_core_scaling(args)
 
@@ -1376,7 +1528,7 @@ def main():
     plots = plot_all(args, rec, plotter, core, scaling)
     profiles = [] if "profile" in skip or "core" in skip else profile_missed(args, core)
     write_markdown(args, rec, cg, core, scaling, plots, started, os.path.join(args.out, "report.md"), profiles,
-                   allocs, ladder)
+                   allocs, ladder, hop)
     with open(os.path.join(args.out, "callgrind.json"), "w") as f:
         json.dump(cg, f, indent=1)
     log("wrote %s (report.md, results.csv, %d plots) in %.0f s" % (

@@ -13,6 +13,10 @@
    results.csv exist and every row has both a native and an ACCL value, so an
    ACCL run that aborted (e.g. a fallback) fails this test; the latency-by-layer
    section has a time and a ratio for native MPI and each of the three layers.
+4. The offloaded hop's instruction profile from a small callgrind file: calls
+   and inclusive cost per layer entry, recursion and look-alike names
+   (MPI_Sendrecv) not counted, lock and clock counters, and the table's
+   inclusive and own columns.
 
 Usage: test_run_report.py <meson build dir> <source dir>
 """
@@ -142,7 +146,7 @@ def real_run(report, build, tmp):
     cmd = [sys.executable, report, "--build", build, "--no-build", "--no-install", "--out", out,
            "--ranks", "2", "--repeats", "1", "--benchmarks", "latency,bw,allreduce",
            "--min-size", "8", "--max-size", "64", "--iters", "5", "--warmup", "1",
-           "--skip", "callgrind,core,scale,profile,plots", "--timeout", "120", "--target-repeats", "1",
+           "--skip", "callgrind,hop,core,scale,profile,plots", "--timeout", "120", "--target-repeats", "1",
            "--ladder-iters", "500"]
     print("+", " ".join(cmd), flush=True)
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
@@ -191,6 +195,68 @@ def ladder_parsing(rr):
           "latency by layer: a failed rung shows its error and the next one claims no delta over it: %s" % rows)
 
 
+HOP_CALLGRIND = """version: 1
+events: Ir
+ob=(1) /bin/osu_latency
+fn=(1) main
+cob=(2) /lib/libaccl_pmpi.so
+cfn=(2) MPI_Send
+calls=10 0
+0 5000
+cob=(2)
+cfn=(6) MPI_Sendrecv
+calls=1 0
+0 999999
+ob=(2)
+fn=(2)
+0 100
+cob=(3) /lib/libaccl.so
+cfn=(3) accl::ACCL::send(accl::BaseBuffer&, unsigned int)
+calls=10 0
+0 4000
+ob=(3)
+fn=(3)
+cfn=(3)
+calls=5 0
+0 2000
+cob=(4) /lib/libaccl_emu.so
+cfn=(7) accl::emu::EmuDevice::start(accl::CallWords const&)
+calls=10 0
+0 3000
+cob=(5) /lib/libc.so.6
+cfn=(4) pthread_mutex_lock@@GLIBC_2.2.5
+calls=20 0
+0 300
+cob=(5)
+cfn=(5) clock_gettime@@GLIBC_2.17
+calls=30 0
+0 100
+totals: 5000
+"""
+
+
+def hop_profile(rr, tmp):
+    path = os.path.join(tmp, "cg.hop-send.1")
+    with open(path, "w") as f:
+        f.write(HOP_CALLGRIND)
+    prof = rr.hop_profile_of([path, path], "MPI_Send", rr.SEND_LAYERS)
+    check(prof["calls"] == 20 and prof["incl"] == 10000,
+          "hop profile: MPI_Send alone, over both rank files (MPI_Sendrecv not counted): %s" % prof)
+    check(prof["parts"]["accl::ACCL::send("] == [20, 8000], "hop profile: the driver entry without its recursion")
+    check(prof["parts"]["accl::emu::EmuDevice::start("] == [20, 6000], "hop profile: the device entry")
+    check(prof["counters"] == {"mutex locks": 40, "clock reads": 60}, "hop profile: counters %s" % prof["counters"])
+    L = []
+    rr.md_hop_profile(L, {"iters": 10, "send": prof, "recv": {"error": "no run"}})
+    text = "\n".join(L)
+    rows = {r.split("|")[2].strip(): [c.strip() for c in r.split("|")[3:5]]
+            for r in text.splitlines() if r.startswith("| ") and "`" in r}
+    check(rows.get("`MPI_Send`") == ["500", "100"] and rows.get("`accl::ACCL::send`") == ["400", "100"] and
+          rows.get("`accl::emu::EmuDevice::start`") == ["300", "300"],
+          "hop profile table: inclusive and own instructions per call: %s" % rows)
+    check("2.0 mutex locks, 3.0 clock reads" in text and "_receive: no run_" in text,
+          "hop profile: counters per call and the failed receive run")
+
+
 def main():
     build, source = sys.argv[1], sys.argv[2]
     rr, report = load_report_module(source)
@@ -200,6 +266,7 @@ def main():
         target_ranges(rr)
         target_verdicts(rr)
         ladder_parsing(rr)
+        hop_profile(rr, tmp)
         real_run(report, build, tmp)
 
 
