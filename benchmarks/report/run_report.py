@@ -622,16 +622,19 @@ def run_hop_profile(args):
     return out
 
 
-def md_hop_profile(L, hop):
-    L.append("## Where an offloaded 8 B hop spends its instructions (callgrind, 2 ranks)")
+def md_section(L, title, data, skip_name):
+    """Appends a section's heading; False, with the reason written under it, when the section did not run."""
+    L.append(title)
     L.append("")
-    if not hop:
-        L.append("_skipped (--skip hop)_")
+    if not data or "error" in data:
+        L.append("_skipped (--skip %s)_" % skip_name if not data else "_skipped: %s_" % data["error"])
         L.append("")
-        return
-    if "error" in hop:
-        L.append("_skipped: %s_" % hop["error"])
-        L.append("")
+        return False
+    return True
+
+
+def md_hop_profile(L, hop):
+    if not md_section(L, "## Where an offloaded 8 B hop spends its instructions (callgrind, 2 ranks)", hop, "hop"):
         return
     L.append("`osu_latency -m 8:8` offloaded (`LD_PRELOAD`, `ACCL_FALLBACK=error`), %d timed iterations, under "
              "`valgrind --tool=callgrind --toggle-collect=MPI_Send` and then `=MPI_Recv`, both ranks summed: "
@@ -827,11 +830,7 @@ def run_latency_ladder(args):
 
 
 def md_latency_ladder(L, ladder):
-    L.append("## Latency by layer (2 ranks, 8 B, one way)")
-    L.append("")
-    if not ladder:
-        L.append("_skipped (--skip ladder)_")
-        L.append("")
+    if not md_section(L, "## Latency by layer (2 ranks, 8 B, one way)", ladder, "ladder"):
         return
     best = ladder["best"]
     native = best.get("native")
