@@ -546,9 +546,11 @@ RECV_PARTS = [
     ("wait-loop rounds (progress: device test, transport poll, firmware passes)", "accl::pmpi::progress_locked("),
     ("Open MPI progress (PMPI_Iprobe, every 16th round at most)", "accl::pmpi::native_progress("),
 ]
-# Counted per call: lock round trips and clock reads.
-HOP_COUNTERS = [("mutex locks", ("pthread_mutex_lock", "pthread_mutex_trylock")),
-                ("clock reads", ("clock_gettime",))]
+# Counted per call: lock and trylock calls, clock reads (glibc's internal
+# aliases included: which name callgrind shows depends on the glibc build).
+HOP_COUNTERS = [("mutex lock calls", ("pthread_mutex_lock", "___pthread_mutex_lock", "__pthread_mutex_lock",
+                                      "pthread_mutex_trylock", "___pthread_mutex_trylock", "__pthread_mutex_trylock")),
+                ("clock reads", ("clock_gettime", "__clock_gettime"))]
 
 
 def hop_name_matches(name, prefix):
@@ -560,11 +562,12 @@ def hop_name_matches(name, prefix):
 
 
 def hop_inclusive(edges, prefix):
-    """-> (calls, inclusive Ir) of the functions `prefix` names, counting only calls from other functions
-    (a recursive call would count its cost twice)."""
+    """-> (calls, inclusive Ir) of the functions `prefix` names, counting only calls from other functions:
+    a recursive call, direct or through others (callgrind names a re-entered function F'2, F'3, ...), would
+    count its cost twice."""
     calls = incl = 0
     for (cob_, cfn_, eob, efn), (n, cost) in edges.items():
-        if hop_name_matches(efn, prefix) and not hop_name_matches(cfn_, prefix):
+        if hop_name_matches(efn, prefix) and not hop_name_matches(cfn_, prefix) and not re.search(r"'\d+$", efn):
             calls += n
             incl += cost
     return calls, incl
@@ -585,9 +588,10 @@ def hop_profile_of(files, entry, parts, counters=HOP_COUNTERS):
             res["parts"][prefix][0] += c
             res["parts"][prefix][1] += i
         for label, names in counters:
-            for (cob_, cfn_, eob, efn), (n_, _) in edges.items():
-                if any(hop_name_matches(efn, name) for name in names):
-                    res["counters"][label] += n_
+            # One call per entry into the group: clock_gettime -> __clock_gettime is one clock read.
+            res["counters"][label] += sum(n_ for (cob_, cfn_, eob, efn), (n_, _) in edges.items()
+                                          if any(hop_name_matches(efn, name) for name in names)
+                                          and not any(hop_name_matches(cfn_, name) for name in names))
     return res
 
 
@@ -613,8 +617,8 @@ def run_hop_profile(args):
         rc, so, se, dt = run(cmd, env=mpi_env(), timeout=max(args.timeout, 900),
                              log_path=os.path.join(args.logdir, "callgrind-hop-%s.log" % side))
         files = [os.path.join(cgdir, f) for f in os.listdir(cgdir) if f.startswith(tag)]
-        if rc != 0 or not files:
-            out[side] = {"error": "exit %d: %s" % (rc, first_error_line(se, so))}
+        if rc != 0 or len(files) != 2:
+            out[side] = {"error": "exit %d, %d profile files of 2: %s" % (rc, len(files), first_error_line(se, so))}
             continue
         out[side] = hop_profile_of(files, entry, parts)
         log("callgrind hop %s: %d calls, %.0f Ir/call (%.0f s)" % (
@@ -623,11 +627,13 @@ def run_hop_profile(args):
 
 
 def md_section(L, title, data, skip_name):
-    """Appends a section's heading; False, with the reason written under it, when the section did not run."""
+    """Appends a section's heading; False, with the reason written under it, when the section did not run
+    (None: not asked for, {}: --skip, {"error": ...}: failed)."""
     L.append(title)
     L.append("")
     if not data or "error" in data:
-        L.append("_skipped (--skip %s)_" % skip_name if not data else "_skipped: %s_" % data["error"])
+        L.append("_not run_" if data is None else
+                 "_skipped (--skip %s)_" % skip_name if not data else "_skipped: %s_" % data["error"])
         L.append("")
         return False
     return True
@@ -638,8 +644,9 @@ def md_hop_profile(L, hop):
         return
     L.append("`osu_latency -m 8:8` offloaded (`LD_PRELOAD`, `ACCL_FALLBACK=error`), %d timed iterations, under "
              "`valgrind --tool=callgrind --toggle-collect=MPI_Send` and then `=MPI_Recv`, both ranks summed: "
-             "instructions per call, inclusive. The send rows nest (each layer runs inside the one above it); "
-             "*own* is a layer's cost minus the next one's. The receive's wait-loop rounds run more often under "
+             "instructions per `MPI_Send` (or `MPI_Recv`), inclusive. The send rows nest (each layer runs inside the "
+             "one above it); *own* is a layer's cost minus that of the next layer seen (a layer with no calls, "
+             "e.g. inlined, shows –). The receive's wait-loop rounds run more often under "
              "valgrind than natively, so its total is an upper bound; what matters there is the cost of one "
              "round, which bounds how soon an arrival is noticed." % hop["iters"])
     L.append("")
@@ -648,15 +655,18 @@ def md_hop_profile(L, hop):
         L.append("_send: %s_" % send.get("error", "no MPI_Send calls seen"))
     else:
         n = send["calls"]
-        rows = []
-        values = []
+        layers = []  # (label, prefix, calls per send, inclusive Ir per send); None where no call was seen
         for label, prefix in SEND_LAYERS:
-            incl = send["incl"] if prefix == "MPI_Send" else send["parts"][prefix][1]
-            values.append(incl / n)
-        for i, (label, prefix) in enumerate(SEND_LAYERS):
-            own = values[i] - (values[i + 1] if i + 1 < len(values) else 0)
-            rows.append([label, "`%s`" % prefix.rstrip("("), "%.0f" % values[i], "%.0f" % own])
-        L.append(md_table(["MPI_Send, layer", "entry", "inclusive Ir/call", "own Ir/call"], rows))
+            calls, incl = (n, send["incl"]) if prefix == "MPI_Send" else send["parts"][prefix]
+            layers.append((label, prefix, calls / n, incl / n) if calls else (label, prefix, None, None))
+        rows = []
+        for i, (label, prefix, calls, incl) in enumerate(layers):
+            inner = next((l[3] for l in layers[i + 1:] if l[3] is not None), 0)
+            # No calls column: callgrind's call counts of some edges here are twice the calls made (the
+            # driver's one device call per send shows as two), while the inclusive costs add up.
+            rows.append([label, "`%s`" % prefix.rstrip("("), "%.0f" % incl if incl is not None else "–",
+                         "%.0f" % (incl - inner) if incl is not None else "–"])
+        L.append(md_table(["MPI_Send, layer", "entry", "inclusive Ir/MPI_Send", "own Ir/MPI_Send"], rows))
         L.append("")
         L.append("Per MPI_Send: " + ", ".join("%.1f %s" % (v / n, k) for k, v in send["counters"].items()) + ".")
     L.append("")
@@ -665,12 +675,12 @@ def md_hop_profile(L, hop):
         L.append("_receive: %s_" % recv.get("error", "no MPI_Recv calls seen"))
     else:
         n = recv["calls"]
-        rows = [["MPI_Recv in all", "`MPI_Recv`", "%.0f" % (recv["incl"] / n), "", ""]]
+        rows = [["MPI_Recv in all", "`MPI_Recv`", "%.0f" % (recv["incl"] / n), "1", ""]]
         for label, prefix in RECV_PARTS:
             calls, incl = recv["parts"][prefix]
             rows.append([label, "`%s`" % prefix.rstrip("("), "%.0f" % (incl / n), "%.1f" % (calls / n),
                          "%.0f" % (incl / calls) if calls else "–"])
-        L.append(md_table(["MPI_Recv, part", "entry", "inclusive Ir/call", "calls/MPI_Recv", "Ir per call of it"],
+        L.append(md_table(["MPI_Recv, part", "entry", "inclusive Ir/MPI_Recv", "calls/MPI_Recv", "Ir per call of it"],
                           rows))
         L.append("")
         L.append("Per MPI_Recv: " + ", ".join("%.1f %s" % (v / n, k) for k, v in recv["counters"].items()) + ".")
@@ -1529,7 +1539,7 @@ def main():
     write_markdown(args, rec, cg, core, scaling, plots, started, os.path.join(args.out, "report.md"), profiles,
                    allocs, ladder, hop)
     with open(os.path.join(args.out, "callgrind.json"), "w") as f:
-        json.dump(cg, f, indent=1)
+        json.dump(cg if not hop else dict(cg, hop_profile=hop), f, indent=1)
     log("wrote %s (report.md, results.csv, %d plots) in %.0f s" % (
         args.out, len(plots), (datetime.datetime.now() - started).total_seconds()))
     accl_failed = [k for k in rec.errors if k[2] == "accl"]

@@ -228,9 +228,33 @@ cfn=(4) pthread_mutex_lock@@GLIBC_2.2.5
 calls=20 0
 0 300
 cob=(5)
+cfn=(11) ___pthread_mutex_lock
+calls=4 0
+0 60
+cob=(5)
 cfn=(5) clock_gettime@@GLIBC_2.17
 calls=30 0
 0 100
+ob=(5)
+fn=(5)
+cfn=(12) __clock_gettime
+calls=30 0
+0 90
+ob=(3)
+fn=(3)
+ob=(4)
+fn=(7)
+cfn=(8) accl::fw::ControlProgram::poll()
+calls=10 0
+0 2000
+fn=(8)
+cfn=(9) accl::emu::EmuDataPlane::move(accl::fw::Move const&)
+calls=10 0
+0 1000
+fn=(9)
+cfn=(10) accl::fw::ControlProgram::poll()'2
+calls=1 0
+0 500
 totals: 5000
 """
 
@@ -244,17 +268,36 @@ def hop_profile(rr, tmp):
           "hop profile: MPI_Send alone, over both rank files (MPI_Sendrecv not counted): %s" % prof)
     check(prof["parts"]["accl::ACCL::send("] == [20, 8000], "hop profile: the driver entry without its recursion")
     check(prof["parts"]["accl::emu::EmuDevice::start("] == [20, 6000], "hop profile: the device entry")
-    check(prof["counters"] == {"mutex locks": 40, "clock reads": 60}, "hop profile: counters %s" % prof["counters"])
+    check(prof["parts"]["accl::fw::ControlProgram::poll("] == [20, 4000],
+          "hop profile: the firmware entry without its re-entry through the move (poll()'2)")
+    check(prof["parts"]["accl::emu::LinkTable::send("] == [0, 0], "hop profile: a layer never called")
+    check(prof["counters"] == {"mutex lock calls": 48, "clock reads": 60},
+          "hop profile: counters, glibc aliases included, an alias reached through the public name not again: %s"
+          % prof["counters"])
+    recv = {"calls": 10, "incl": 5000, "counters": {"mutex lock calls": 30, "clock reads": 0},
+            "parts": {"accl::ACCL::recv(": [10, 3000], "accl::pmpi::progress_locked(": [40, 1600],
+                      "accl::pmpi::native_progress(": [0, 0]}}
     L = []
-    rr.md_hop_profile(L, {"iters": 10, "send": prof, "recv": {"error": "no run"}})
+    rr.md_hop_profile(L, {"iters": 10, "send": prof, "recv": recv})
     text = "\n".join(L)
-    rows = {r.split("|")[2].strip(): [c.strip() for c in r.split("|")[3:5]]
+    rows = {r.split("|")[2].strip(): [c.strip() for c in r.split("|")[3:-1]]
             for r in text.splitlines() if r.startswith("| ") and "`" in r}
     check(rows.get("`MPI_Send`") == ["500", "100"] and rows.get("`accl::ACCL::send`") == ["400", "100"] and
-          rows.get("`accl::emu::EmuDevice::start`") == ["300", "300"],
-          "hop profile table: inclusive and own instructions per call: %s" % rows)
-    check("2.0 mutex locks, 3.0 clock reads" in text and "_receive: no run_" in text,
-          "hop profile: counters per call and the failed receive run")
+          rows.get("`accl::emu::EmuDevice::start`") == ["300", "100"] and
+          rows.get("`accl::fw::ControlProgram::poll`") == ["200", "100"] and
+          rows.get("`accl::emu::EmuDataPlane::move`") == ["100", "100"] and
+          rows.get("`accl::emu::LinkTable::send`") == ["–", "–"],
+          "hop profile table: inclusive and own instructions per send, a missing layer skipped: %s" % rows)
+    check(rows.get("`accl::pmpi::progress_locked`") == ["160", "4.0", "40"] and
+          rows.get("`accl::pmpi::native_progress`") == ["0", "0.0", "–"],
+          "hop profile: the receive's parts per MPI_Recv and per call of each: %s" % rows)
+    check("2.4 mutex lock calls, 3.0 clock reads" in text and "3.0 mutex lock calls, 0.0 clock reads" in text,
+          "hop profile: counters per call on both sides")
+    L = []
+    rr.md_hop_profile(L, {"iters": 10, "send": {"error": "exit 1, 1 profile files of 2: boom"}, "recv": {}})
+    text = "\n".join(L)
+    check("_send: exit 1, 1 profile files of 2: boom_" in text and "_receive: no MPI_Recv calls seen_" in text,
+          "hop profile: a failed send run and an empty receive run are said so")
 
 
 def main():
