@@ -650,41 +650,45 @@ def md_hop_profile(L, hop):
              "valgrind than natively, so its total is an upper bound; what matters there is the cost of one "
              "round, which bounds how soon an arrival is noticed." % hop["iters"])
     L.append("")
-    send = hop.get("send", {})
-    if "error" in send or not send.get("calls"):
-        L.append("_send: %s_" % send.get("error", "no MPI_Send calls seen"))
+    md_hop_side(L, hop.get("send", {}), "MPI_Send", "send", hop_send_table)
+    md_hop_side(L, hop.get("recv", {}), "MPI_Recv", "receive", hop_recv_table)
+
+
+def md_hop_side(L, side, entry, what, table):
+    """One side of the hop profile: its table (table(side, calls of entry)) and its counters per call, or why
+    there is none."""
+    if "error" in side or not side.get("calls"):
+        L.append("_%s: %s_" % (what, side.get("error", "no %s calls seen" % entry)))
     else:
-        n = send["calls"]
-        layers = []  # (label, prefix, calls per send, inclusive Ir per send); None where no call was seen
-        for label, prefix in SEND_LAYERS:
-            calls, incl = (n, send["incl"]) if prefix == "MPI_Send" else send["parts"][prefix]
-            layers.append((label, prefix, calls / n, incl / n) if calls else (label, prefix, None, None))
-        rows = []
-        for i, (label, prefix, calls, incl) in enumerate(layers):
-            inner = next((l[3] for l in layers[i + 1:] if l[3] is not None), 0)
-            # No calls column: callgrind's call counts of some edges here are twice the calls made (the
-            # driver's one device call per send shows as two), while the inclusive costs add up.
-            rows.append([label, "`%s`" % prefix.rstrip("("), "%.0f" % incl if incl is not None else "–",
-                         "%.0f" % (incl - inner) if incl is not None else "–"])
-        L.append(md_table(["MPI_Send, layer", "entry", "inclusive Ir/MPI_Send", "own Ir/MPI_Send"], rows))
+        n = side["calls"]
+        L.append(table(side, n))
         L.append("")
-        L.append("Per MPI_Send: " + ", ".join("%.1f %s" % (v / n, k) for k, v in send["counters"].items()) + ".")
+        L.append("Per %s: " % entry + ", ".join("%.1f %s" % (v / n, k) for k, v in side["counters"].items()) + ".")
     L.append("")
-    recv = hop.get("recv", {})
-    if "error" in recv or not recv.get("calls"):
-        L.append("_receive: %s_" % recv.get("error", "no MPI_Recv calls seen"))
-    else:
-        n = recv["calls"]
-        rows = [["MPI_Recv in all", "`MPI_Recv`", "%.0f" % (recv["incl"] / n), "1", ""]]
-        for label, prefix in RECV_PARTS:
-            calls, incl = recv["parts"][prefix]
-            rows.append([label, "`%s`" % prefix.rstrip("("), "%.0f" % (incl / n), "%.1f" % (calls / n),
-                         "%.0f" % (incl / calls) if calls else "–"])
-        L.append(md_table(["MPI_Recv, part", "entry", "inclusive Ir/MPI_Recv", "calls/MPI_Recv", "Ir per call of it"],
-                          rows))
-        L.append("")
-        L.append("Per MPI_Recv: " + ", ".join("%.1f %s" % (v / n, k) for k, v in recv["counters"].items()) + ".")
-    L.append("")
+
+
+def hop_send_table(send, n):
+    # Inclusive Ir per send of each layer; None where no call was seen (e.g. inlined). No calls column:
+    # callgrind's call counts of some edges here are twice the calls made (the driver's one device call per
+    # send shows as two), while the inclusive costs add up.
+    incls = [send["incl"] / n if prefix == "MPI_Send" else
+             send["parts"][prefix][1] / n if send["parts"][prefix][0] else None for _, prefix in SEND_LAYERS]
+    rows = []
+    for i, (label, prefix) in enumerate(SEND_LAYERS):
+        incl = incls[i]
+        inner = next((v for v in incls[i + 1:] if v is not None), 0)
+        rows.append([label, "`%s`" % prefix.rstrip("("), "%.0f" % incl if incl is not None else "–",
+                     "%.0f" % (incl - inner) if incl is not None else "–"])
+    return md_table(["MPI_Send, layer", "entry", "inclusive Ir/MPI_Send", "own Ir/MPI_Send"], rows)
+
+
+def hop_recv_table(recv, n):
+    rows = [["MPI_Recv in all", "`MPI_Recv`", "%.0f" % (recv["incl"] / n), "1", ""]]
+    for label, prefix in RECV_PARTS:
+        calls, incl = recv["parts"][prefix]
+        rows.append([label, "`%s`" % prefix.rstrip("("), "%.0f" % (incl / n), "%.1f" % (calls / n),
+                     "%.0f" % (incl / calls) if calls else "–"])
+    return md_table(["MPI_Recv, part", "entry", "inclusive Ir/MPI_Recv", "calls/MPI_Recv", "Ir per call of it"], rows)
 
 
 # ----------------------------------------------------------------------------
