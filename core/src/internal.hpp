@@ -90,7 +90,9 @@ class CallRequest final : public Request {
     std::array<SyncRange, 2> outputs;
     std::vector<std::shared_ptr<CallRequest>> dependencies;  // waitfor, to report their failures
   };
-  explicit CallRequest(Params params);
+  // Params by rvalue reference here and in make_request(): passed by value,
+  // each hop cost a move and a destructor on every call.
+  explicit CallRequest(Params&& params);
   ~CallRequest() override;
 
   void wait() override;
@@ -127,7 +129,7 @@ class CallRequest final : public Request {
 
 // Every request the driver returns comes from here: its block is recycled
 // (no allocation per call once the pool holds as many as are alive at once).
-inline std::shared_ptr<CallRequest> make_request(CallRequest::Params params) {
+inline std::shared_ptr<CallRequest> make_request(CallRequest::Params&& params) {
   return std::allocate_shared<CallRequest>(RecyclingAllocator<CallRequest>(), std::move(params));
 }
 

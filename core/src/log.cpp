@@ -12,10 +12,16 @@
 #include <string>
 
 namespace accl::log {
+
+namespace detail {
+constinit thread_local int t_rank __attribute__((tls_model("initial-exec"))) = -1;
+std::atomic<int> g_level{static_cast<int>(Level::error)};
+}  // namespace detail
+
 namespace {
 
-thread_local int t_rank = -1;
-std::atomic<int> g_level{static_cast<int>(Level::error)};
+using detail::g_level;
+using detail::t_rank;
 
 // Our levels are spdlog's without "critical".
 spdlog::level::level_enum to_spdlog(Level level) {
@@ -75,12 +81,6 @@ spdlog::logger& logger() {
 
 }  // namespace
 
-bool enabled(Level level) {
-  static const bool loaded = (reload_level(), true);
-  (void)loaded;
-  return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed) && level != Level::off;
-}
-
 void write(Level level, fmt::string_view format, fmt::format_args args) noexcept {
   // Callers log from destructors, catch handlers and the firmware's callbacks
   // (built without exceptions): nothing may escape, not even bad_alloc.
@@ -100,7 +100,9 @@ void write(Level level, fmt::string_view format, fmt::format_args args) noexcept
 
 void reload_level() { g_level.store(static_cast<int>(level_from_env()), std::memory_order_relaxed); }
 
-void set_thread_rank(int rank) { t_rank = rank; }
-int thread_rank() { return t_rank; }
+namespace {
+// ACCL_LOG_LEVEL takes effect when libaccl is loaded.
+const bool g_level_loaded = (reload_level(), true);
+}  // namespace
 
 }  // namespace accl::log

@@ -37,7 +37,7 @@ std::chrono::nanoseconds driver_wait_bound(std::chrono::microseconds device_time
   return device_timeout + device_timeout / 4 + std::chrono::milliseconds(100);
 }
 
-CallRequest::CallRequest(Params params)
+CallRequest::CallRequest(Params&& params)
     : params_(std::move(params)), launched_with_dependencies_(!params_.dependencies.empty()) {
   if (params_.id == 0) state_.store(State::completed, std::memory_order_release);
 }

@@ -130,8 +130,12 @@ void* Held::stage(size_t bytes) {
 }
 
 void Held::release() {
-  for (auto& slot : b) slot.reset();
+  // Runs twice per request (completion and free), nearly always with nothing
+  // held: test before touching each slot.
+  for (auto& slot : b)
+    if (slot) slot.reset();
   for (auto& slot : s) {
+    if (slot == nullptr) continue;
     staging_put(slot);
     slot = nullptr;
   }

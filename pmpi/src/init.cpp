@@ -38,12 +38,18 @@ namespace accl::pmpi {
 
 bool g_native_only = true;
 
-State& state() {
+namespace detail {
+std::atomic<State*> g_state{nullptr};
+
+State& create_state() {
   // Never destroyed: teardown is explicit, and exit-time destructors would
-  // race with MPI's own atexit handlers.
+  // race with MPI's own atexit handlers. The local static makes concurrent
+  // first calls create one State.
   static State* s = new State;
+  g_state.store(s, std::memory_order_release);
   return *s;
 }
+}  // namespace detail
 
 namespace {
 

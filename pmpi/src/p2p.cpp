@@ -140,11 +140,10 @@ bool matches(const Envelope& e, int source, int tag) {
 }
 
 void set_status(MPI_Status* st, int source, int tag, uint64_t bytes) {
+  set_empty_status(st);  // not cancelled
   st->MPI_SOURCE = source;
   st->MPI_TAG = tag;
-  st->MPI_ERROR = MPI_SUCCESS;
   PMPI_Status_set_elements_x(st, MPI_BYTE, static_cast<MPI_Count>(bytes));
-  PMPI_Status_set_cancelled(st, 0);
 }
 
 BaseBuffer& env_buffer(ShadowReq* r) {
@@ -161,11 +160,18 @@ BaseBuffer& ctl_buffer(ShadowReq* r) {
   return *r->ctl_buf;
 }
 
+void issue_op(const DevOp& op, OpClass cls);
+
+// Queues a device call for pump_ops(). With its class's queue empty and
+// budget left, the call goes to the device at once: the same order pump_ops()
+// would give it, without the round trip through the queue (every small send).
 void queue_op(ShadowReq* r, uint8_t index, OpClass cls, bool reply_after, bool send, BaseBuffer* buf, unsigned words,
               unsigned peer, uint32_t tag, communicatorId comm) {
-  g_ops[cls].push_back(DevOp{r, index, reply_after, send, buf, words, peer, tag, comm});
   ++r->queued_ops;
   flight_add(r);
+  const DevOp op{r, index, reply_after, send, buf, words, peer, tag, comm};
+  if (g_ops[cls].empty() && g_on_device[cls] < kSlotBudget[cls]) issue_op(op, cls);
+  else g_ops[cls].push_back(op);
 }
 
 void release_slot(ShadowReq* r, int index) {
@@ -247,6 +253,27 @@ void queue_payload_recv(ShadowReq* r, bool reply_after) {
   queue_op(r, 0, kRemote, reply_after, false, b, words, from, seq, id);
 }
 
+// Puts one point-to-point call of class `cls` on the device (its class has
+// budget). `op` counted in r->queued_ops.
+void issue_op(const DevOp& op, OpClass cls) {
+  ShadowReq* r = op.r;
+  --r->queued_ops;
+  try {
+    r->r[op.index] = op.issue();
+    r->r_class[op.index] = cls;
+    ++g_on_device[cls];
+    if (op.reply_after) queue_reply(r);
+  } catch (...) {
+    if (cls == kEarly) --g_early_reserved;
+    std::string text;
+    const int code = error_code_from_current_exception(r->call, &text);
+    fail_request(r, code, text);
+    // The sender waits for the reply: send it anyway, so it ends with an
+    // error (its payload finds no receive) instead of waiting forever.
+    if (op.reply_after) queue_reply(r);
+  }
+}
+
 // Issues queued point-to-point device calls while their class has budget.
 void pump_ops() {
   // Every poll of a wait loop comes here twice, nearly always with nothing
@@ -254,24 +281,9 @@ void pump_ops() {
   if (g_ops[kRemote].empty() && g_ops[kLocal].empty() && g_ops[kEarly].empty()) return;
   for (OpClass cls : {kRemote, kLocal, kEarly}) {  // replies queued by remote ops go out in the same pass
     while (g_on_device[cls] < kSlotBudget[cls] && !g_ops[cls].empty()) {
-      DevOp op = std::move(g_ops[cls].front());
+      const DevOp op = g_ops[cls].front();
       g_ops[cls].pop_front();
-      ShadowReq* r = op.r;
-      --r->queued_ops;
-      try {
-        r->r[op.index] = op.issue();
-        r->r_class[op.index] = cls;
-        ++g_on_device[cls];
-        if (op.reply_after) queue_reply(r);
-      } catch (...) {
-        if (cls == kEarly) --g_early_reserved;
-        std::string text;
-        const int code = error_code_from_current_exception(r->call, &text);
-        fail_request(r, code, text);
-        // The sender waits for the reply: send it anyway, so it ends with an
-        // error (its payload finds no receive) instead of waiting forever.
-        if (op.reply_after) queue_reply(r);
-      }
+      issue_op(op, cls);
     }
   }
 }
@@ -279,7 +291,7 @@ void pump_ops() {
 // Hands a matched message to receive request `r`.
 void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_data, ShadowReq* self_sync) {
   copy_envelope(r->env, e);
-  const uint64_t cap = bytes_of(r->count, r->type);
+  const uint64_t cap = r->bytes;
   const bool truncated = e.bytes > cap;
   const uint64_t take = truncated ? cap : e.bytes;
   set_status(&r->status, e.src, e.tag, take);
@@ -581,6 +593,8 @@ void progress_locked() {
 }
 
 void p2p_forget(ShadowReq* r) {
+  // Every request is forgotten when freed; most hold nothing by then.
+  if ((r->r_class[0] | r->r_class[1] | r->r_class[2]) == 0 && r->queued_ops == 0 && !r->awaiting_reply) return;
   for (int i = 0; i < 3; ++i) release_slot(r, i);
   if (r->queued_ops != 0) {
     for (int cls = 0; cls < kNumClasses; ++cls) {
@@ -598,7 +612,7 @@ void p2p_forget(ShadowReq* r) {
 
 void p2p_start_send(ShadowReq* r) {
   CommState* cs = r->cs;
-  const uint64_t bytes = bytes_of(r->count, r->type);
+  const uint64_t bytes = r->bytes;
   const unsigned char* src = static_cast<const unsigned char*>(r->send_src);
   if (src == nullptr) {
     if (type_info(r->type).contiguous || bytes == 0) {
@@ -777,14 +791,8 @@ bool valid_tag(int tag, bool any_ok) {
   }();
   return (tag >= 0 && tag <= tag_ub) || (any_ok && tag == MPI_ANY_TAG);
 }
-bool valid_buffer(int count, MPI_Datatype type) {
-  if (count < 0 || type == MPI_DATATYPE_NULL) return false;
-  int size = 0;
-  return PMPI_Type_size(type, &size) == MPI_SUCCESS;
-}
-
 ShadowReq* new_req(ReqKind kind, Call call, CommState* cs, MPI_Comm comm, const void* buf, int count,
-                   MPI_Datatype type, int peer, int tag, SendMode mode) {
+                   MPI_Datatype type, uint64_t bytes, int peer, int tag, SendMode mode) {
   ShadowReq* r = shadow_alloc(kind, call);
   r->cs = cs;
   ++cs->refs;
@@ -792,6 +800,7 @@ ShadowReq* new_req(ReqKind kind, Call call, CommState* cs, MPI_Comm comm, const 
   r->buf = buf;
   r->count = count;
   r->type = type;
+  r->bytes = bytes;
   r->peer = peer;
   r->tag = tag;
   r->mode = mode;
@@ -805,14 +814,13 @@ int fail_now(Call call, MPI_Comm comm) {
 }
 
 // Blocking send on an offloaded comm.
-int send_blocking(Call call, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                  CommState* cs, SendMode mode) {
+int send_blocking(Call call, const void* buf, int count, MPI_Datatype type, uint64_t bytes, int dest, int tag,
+                  MPI_Comm comm, CommState* cs, SendMode mode) {
   State& st = state();
   ShadowReq* r = nullptr;
   try {
     std::lock_guard<std::mutex> lock(st.mu);
-    r = new_req(ReqKind::send, call, cs, comm, buf, count, type, dest, tag, mode);
-    const uint64_t bytes = bytes_of(count, type);
+    r = new_req(ReqKind::send, call, cs, comm, buf, count, type, bytes, dest, tag, mode);
     bool detach = false;
     if (mode != SendMode::sync && g_detached < kMaxDetached) {
       if (bytes <= inline_limit() || dest == cs->rank) {
@@ -883,9 +891,10 @@ int p2p_send_entry(Call call, const void* buf, int count, MPI_Datatype type, int
   CallScope scope(call, account);
   CommState* cs = nullptr;
   Reason why = p2p_route(comm, &cs);
-  const uint64_t bytes = bytes_of(count, type);
+  const BufferBytes size = buffer_bytes(count, type);
+  const uint64_t bytes = size.bytes;
   if (why == Reason::Offloaded && dest == MPI_PROC_NULL) why = Reason::ProcNull;
-  if (why == Reason::Offloaded && (!valid_peer(cs, dest, false) || !valid_tag(tag, false) || !valid_buffer(count, type)))
+  if (why == Reason::Offloaded && (!valid_peer(cs, dest, false) || !valid_tag(tag, false) || !size.valid))
     why = Reason::BadArgs;
   if (why != Reason::Offloaded) {
     scope.native(why, bytes, comm);
@@ -894,16 +903,16 @@ int p2p_send_entry(Call call, const void* buf, int count, MPI_Datatype type, int
   scope.offloaded(bytes, comm);
   if (persistent) {
     std::lock_guard<std::mutex> lock(state().mu);
-    ShadowReq* r = new_req(ReqKind::send, call, cs, comm, buf, count, type, dest, tag, mode);
+    ShadowReq* r = new_req(ReqKind::send, call, cs, comm, buf, count, type, bytes, dest, tag, mode);
     r->persistent = true;
     *request = as_request(r);
     return MPI_SUCCESS;
   }
-  if (request == nullptr) return send_blocking(call, buf, count, type, dest, tag, comm, cs, mode);
+  if (request == nullptr) return send_blocking(call, buf, count, type, bytes, dest, tag, comm, cs, mode);
   ShadowReq* r;
   {
     std::lock_guard<std::mutex> lock(state().mu);
-    r = new_req(ReqKind::send, call, cs, comm, buf, count, type, dest, tag, mode);
+    r = new_req(ReqKind::send, call, cs, comm, buf, count, type, bytes, dest, tag, mode);
   }
   return start_nonblocking(r, request);
 }
@@ -914,9 +923,10 @@ int p2p_recv_entry(Call call, void* buf, int count, MPI_Datatype type, int sourc
   CallScope scope(call, account);
   CommState* cs = nullptr;
   Reason why = p2p_route(comm, &cs);
-  const uint64_t bytes = bytes_of(count, type);
+  const BufferBytes size = buffer_bytes(count, type);
+  const uint64_t bytes = size.bytes;
   if (why == Reason::Offloaded && source == MPI_PROC_NULL) why = Reason::ProcNull;
-  if (why == Reason::Offloaded && (!valid_peer(cs, source, true) || !valid_tag(tag, true) || !valid_buffer(count, type)))
+  if (why == Reason::Offloaded && (!valid_peer(cs, source, true) || !valid_tag(tag, true) || !size.valid))
     why = Reason::BadArgs;
   if (why != Reason::Offloaded) {
     scope.native(why, bytes, comm);
@@ -926,7 +936,7 @@ int p2p_recv_entry(Call call, void* buf, int count, MPI_Datatype type, int sourc
   ShadowReq* r;
   {
     std::lock_guard<std::mutex> lock(state().mu);
-    r = new_req(ReqKind::recv, call, cs, comm, buf, count, type, source, tag, SendMode::standard);
+    r = new_req(ReqKind::recv, call, cs, comm, buf, count, type, bytes, source, tag, SendMode::standard);
     if (persistent) {
       r->persistent = true;
       *request = as_request(r);
@@ -1009,13 +1019,15 @@ int p2p_mrecv_entry(Call call, void* buf, int count, MPI_Datatype type, MPI_Mess
   }
   State& st = state();
   ShadowReq* m = reinterpret_cast<ShadowReq*>(*message);
-  scope.offloaded(bytes_of(count, type), m->comm);
+  const uint64_t bytes = bytes_of(count, type);
+  scope.offloaded(bytes, m->comm);
   ShadowReq* r;
   std::string text;
   int code = MPI_SUCCESS;
   {
     std::lock_guard<std::mutex> lock(st.mu);
-    r = new_req(ReqKind::recv, call, m->cs, m->comm, buf, count, type, m->env.src, m->env.tag, SendMode::standard);
+    r = new_req(ReqKind::recv, call, m->cs, m->comm, buf, count, type, bytes, m->env.src, m->env.tag,
+                SendMode::standard);
     r->active = true;
     const bool self = m->env.src == m->cs->rank;
     try {

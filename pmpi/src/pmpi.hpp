@@ -263,6 +263,7 @@ struct ShadowReq {
   const void* buf = nullptr;
   int count = 0;
   MPI_Datatype type = MPI_DATATYPE_NULL;
+  uint64_t bytes = 0;  // count items of type (computed once at the entry point)
   int peer = 0;
   int tag = 0;
   const void* send_src = nullptr;  // send: contiguous bytes to send (user buffer or staging)
@@ -471,7 +472,16 @@ struct State {
   int err_timeout = MPI_ERR_OTHER;
   int err_argument = MPI_ERR_OTHER;
 };
-State& state();
+// The layer's state, created on first use and never destroyed.
+namespace detail {
+extern std::atomic<State*> g_state;
+State& create_state();
+}  // namespace detail
+// Read a dozen times per offloaded call: inline, one load after the first use.
+inline State& state() {
+  State* s = detail::g_state.load(std::memory_order_acquire);
+  return s != nullptr ? *s : detail::create_state();
+}
 // Read on every intercepted call: true = go straight to PMPI (offload off or
 // not initialized, no stats/trace). Written only in init/finalize.
 extern bool g_native_only;
@@ -483,6 +493,18 @@ inline uint64_t bytes_of(int count, MPI_Datatype type) {
   int size = 0;
   if (count <= 0 || PMPI_Type_size(type, &size) != MPI_SUCCESS || size < 0) return 0;
   return static_cast<uint64_t>(count) * static_cast<uint64_t>(size);
+}
+
+// bytes_of() and whether (count, type) describes a buffer at all, with one
+// type lookup: point-to-point entry points need both on every call.
+struct BufferBytes {
+  uint64_t bytes = 0;
+  bool valid = false;
+};
+inline BufferBytes buffer_bytes(int count, MPI_Datatype type) {
+  int size = 0;
+  if (count < 0 || type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS) return {};
+  return {count == 0 || size < 0 ? 0 : static_cast<uint64_t>(count) * static_cast<uint64_t>(size), true};
 }
 
 // Decides the byte-threshold and call-list part of the policy (policy.cpp).

@@ -11,6 +11,7 @@
 // in a datatype attribute, which MPI deletes with the type.
 #include "pmpi.hpp"
 
+#include <atomic>
 #include <climits>
 
 namespace accl::pmpi {
@@ -36,9 +37,18 @@ TypeInfo layout(MPI_Datatype type) {
   return t;
 }
 
+// Index of the last predefined type found: programs move one or two types
+// at a time, and every offloaded call looks its type up at least once.
+std::atomic<size_t> g_last_predef{0};
+
 const TypeInfo* find_predef(MPI_Datatype type) {
-  for (const auto& p : g_predef)
-    if (p.first == type) return &p.second;
+  const size_t last = g_last_predef.load(std::memory_order_relaxed);
+  if (last < g_predef.size() && g_predef[last].first == type) return &g_predef[last].second;
+  for (size_t i = 0; i < g_predef.size(); ++i) {
+    if (g_predef[i].first != type) continue;
+    g_last_predef.store(i, std::memory_order_relaxed);
+    return &g_predef[i].second;
+  }
   return nullptr;
 }
 

@@ -18,18 +18,34 @@
 
 #include <fmt/core.h>
 
+#include <atomic>
+
 namespace accl::log {
 
 // Severities, most verbose first (the order of spdlog's levels).
 enum class Level : int { trace = 0, debug, info, warn, error, off };
 
-bool enabled(Level level);
+namespace detail {
+// Defined in log.cpp. Inline readers below: every log site checks the level
+// and every driver call sets the thread's rank, a few times per small
+// message, where out-of-line calls (and the general-dynamic TLS lookup a
+// shared library otherwise uses) cost more than the checks themselves.
+// ACCL_LOG_LEVEL is read when libaccl is loaded, before any ACCL call.
+extern std::atomic<int> g_level;
+// Initial-exec: libaccl is loaded with the program (or by a dlopen that fits
+// this int into glibc's static TLS reserve). constinit: no TLS wrapper call.
+extern constinit thread_local int t_rank __attribute__((tls_model("initial-exec")));
+}  // namespace detail
+
+inline bool enabled(Level level) {
+  return level != Level::off && static_cast<int>(level) >= detail::g_level.load(std::memory_order_relaxed);
+}
 // Re-reads ACCL_LOG_LEVEL (tests use it after setenv).
 void reload_level();
 
 // Rank shown in front of this thread's log lines (-1: none).
-void set_thread_rank(int rank);
-int thread_rank();
+inline void set_thread_rank(int rank) { detail::t_rank = rank; }
+inline int thread_rank() { return detail::t_rank; }
 
 // Formats one line and writes it to the log's sink (stderr), whatever the
 // level: callers check enabled() first (the macros do). Never throws.
