@@ -351,14 +351,13 @@ ControlProgram::PollResult one_pass(Fw& fw) {
     }
     start_call(fw, call);
   }
-  Arrival arrival;
   bool arrivals_emptied = false;
   while (!arrivals_full(fw)) {
-    if (!fw.dp.pop_arrival(arrival)) {
+    if (!fw.dp.pop_arrival(fw.st.incoming)) {
       arrivals_emptied = true;
       break;
     }
-    ingest_arrival(fw, arrival);
+    ingest_arrival(fw, fw.st.incoming);
   }
   if (arrivals_full(fw) != fw.st.arrivals_full_reported) {
     // Full: further arrivals stay queued in the data plane until receives

@@ -251,6 +251,9 @@ class ControlProgramState {
   uint32_t arrival_hwm;
   uint32_t unchecked_arrivals;
   impl::ArrivalSlot arrivals[impl::kMaxArrivals];
+  // Where one_pass pops an arrival into: a local Arrival would be
+  // initialised on every pass, and idle passes pop nothing.
+  Arrival incoming;
 
   // Spare buffer ownership (0 = free). Spares 1 and 2 belong to one collective
   // for its whole run (algorithm scratch, kernel-stream staging); spare 3 is
