@@ -94,24 +94,23 @@ void send_eager(Fw& fw, CallSlot& call, PeerOp& op) {
   const bool matched = op.strm == 0;  // stream_put messages bypass matching: no sequence number
   const uint32_t seq_word = rank_field_offset(call.d.comm, op.peer, abi::kRankOutboundSeq);
   uint32_t seqn = matched ? fw.dp.xmem_read(seq_word) : 0;
-  const abi::WireHeader base = make_header(fw, call, op, op.peer, abi::kMsgEager);
+  // One move for all segments: each changes only its count, operands and
+  // the header's count, seqn and continuation flag.
+  Move m = network_move(call, op.peer);
+  m.res.compressed = op.wire_compressed;
+  m.header = make_header(fw, call, op, op.peer, abi::kMsgEager);
   uint32_t sent = 0;
-  bool first = true;
   do {
     const uint32_t n = min_of(seg_elems, op.count - sent);
-    Move m = network_move(call, op.peer);
     m.count = n;
     m.op0 = to_operand(buf_at(op.a, sent));
     if (op.fused) m.op1 = to_operand(buf_at(op.b, sent));
-    m.res.compressed = op.wire_compressed;
-    m.header = base;
     m.header.count = n * web;
     m.header.seqn = seqn;
-    if (!first) m.header.flags |= abi::kHdrContinuation;
+    if (sent != 0) m.header.flags |= abi::kHdrContinuation;
     if (matched) seqn++;
     op.error |= fw.dp.move(m);
     sent += n;
-    first = false;
   } while (sent < op.count && op.error == 0);
   if (matched) fw.dp.xmem_write(seq_word, seqn);
   op.done_bytes = uint64_t{sent} * web;
