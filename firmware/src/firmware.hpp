@@ -96,10 +96,33 @@ void forget_link_failure(Fw& fw, uint32_t ip, uint32_t port);
 // ---------------------------------------------------------------------------
 // peer_ops.cpp
 // ---------------------------------------------------------------------------
-Buf no_buf();
-Buf mem_buf(uint64_t addr, bool host, bool compressed, uint32_t elem_bytes);
-Buf stream_buf(bool compressed, uint32_t elem_bytes, uint32_t stream_id);
-Buf buf_at(const Buf& b, uint64_t elems);
+// The Buf helpers are inline: every op and move builds a few Bufs.
+inline Buf no_buf() {
+  Buf b{};
+  b.none = true;
+  return b;
+}
+inline Buf mem_buf(uint64_t addr, bool host, bool compressed, uint32_t elem_bytes) {
+  Buf b{};
+  b.addr = addr;
+  b.host = host;
+  b.compressed = compressed;
+  b.elem_bytes = elem_bytes;
+  return b;
+}
+inline Buf stream_buf(bool compressed, uint32_t elem_bytes, uint32_t stream_id) {
+  Buf b{};
+  b.stream = true;
+  b.compressed = compressed;
+  b.elem_bytes = elem_bytes;
+  b.stream_id = stream_id;
+  return b;
+}
+inline Buf buf_at(const Buf& b, uint64_t elems) {
+  Buf r = b;
+  if (!b.stream && !b.none) r.addr += elems * b.elem_bytes;
+  return r;
+}
 // Whether `count` elements at x and at y share a byte (streams and empty
 // ranges share none); the second form for ranges of different lengths.
 bool buf_overlap(const Buf& x, uint64_t x_count, const Buf& y, uint64_t y_count);
@@ -137,7 +160,9 @@ uint32_t local_move(Fw& fw, const CallSlot& call, uint32_t count, const Buf& op0
 // ---------------------------------------------------------------------------
 // p2p.cpp
 // ---------------------------------------------------------------------------
-uint32_t elem_bytes(const CallSlot& call, bool compressed);
+inline uint32_t elem_bytes(const CallSlot& call, bool compressed) {
+  return compressed ? call.d.compressed_bytes : call.d.uncompressed_bytes;
+}
 // The call's operands as buffers: op0 = kernel stream or address 0, op1 =
 // address 1, result = kernel stream (id = tag) or address 2.
 Buf call_op0(const CallSlot& call);

@@ -498,36 +498,6 @@ bool op_waits_on(const PeerOp& op, uint32_t peer) {
 
 }  // namespace
 
-Buf no_buf() {
-  Buf b{};
-  b.none = true;
-  return b;
-}
-
-Buf mem_buf(uint64_t addr, bool host, bool compressed, uint32_t elem_bytes_) {
-  Buf b{};
-  b.addr = addr;
-  b.host = host;
-  b.compressed = compressed;
-  b.elem_bytes = elem_bytes_;
-  return b;
-}
-
-Buf stream_buf(bool compressed, uint32_t elem_bytes_, uint32_t stream_id) {
-  Buf b{};
-  b.stream = true;
-  b.compressed = compressed;
-  b.elem_bytes = elem_bytes_;
-  b.stream_id = stream_id;
-  return b;
-}
-
-Buf buf_at(const Buf& b, uint64_t elems) {
-  Buf r = b;
-  if (!b.stream && !b.none) r.addr += elems * b.elem_bytes;
-  return r;
-}
-
 bool buf_overlap(const Buf& x, uint64_t x_count, const Buf& y, uint64_t y_count) {
   if (x.stream || y.stream || x.none || y.none || x.host != y.host || x_count == 0 || y_count == 0) return false;
   const uint64_t x_end = x.addr + x_count * x.elem_bytes;
