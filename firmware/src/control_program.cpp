@@ -145,7 +145,7 @@ uint32_t validate(Fw& fw, Decoded& d) {
 }
 
 void log_call(Fw& fw, const char* what, const CallSlot& call, uint32_t status) {
-  if (!fw.dp.log_enabled(kLogDebug)) return;
+  if (!debug_log_enabled(fw)) return;
   LogLine line;
   line.str(what).str(" call ").dec(call.id).str(" scenario ").dec(call.d.scenario).str(" count ").dec(call.d.count)
       .str(" status ").hex(status);
@@ -342,6 +342,7 @@ uint64_t expire_calls(Fw& fw) {
 // end expired calls. Never waits (see ControlProgram::poll()).
 ControlProgram::PollResult one_pass(Fw& fw) {
   const uint64_t work_before = fw.st.work_counter;
+  fw.debug_log = -1;  // ask again in this pass (run() keeps one Fw for all passes)
   Call call;
   bool calls_emptied = false;
   while (fw.st.ncalls < kMaxCalls) {

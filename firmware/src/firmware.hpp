@@ -20,6 +20,10 @@ namespace accl::fw::impl {
 struct Fw {
   DataPlane& dp;
   ControlProgramState& st;
+  // Whether debug lines are logged: asked of the data plane at most once per
+  // pass (a small call's start and finish lines fall in the same pass);
+  // -1 = not asked yet. See debug_log_enabled().
+  int8_t debug_log = -1;
 };
 
 // Result of advancing a call once.
@@ -54,6 +58,10 @@ inline uint32_t make_ctx(uint32_t context_id, bool collective) {
 }
 
 void log_line(Fw& fw, int level, const LogLine& line);
+inline bool debug_log_enabled(Fw& fw) {
+  if (fw.debug_log < 0) fw.debug_log = fw.dp.log_enabled(kLogDebug) ? 1 : 0;
+  return fw.debug_log != 0;
+}
 
 // ---------------------------------------------------------------------------
 // arrivals.cpp
