@@ -140,8 +140,15 @@ inline bool buf_overlap(const Buf& x, const Buf& y, uint64_t count) { return buf
 // (op.error). Never blocks.
 bool progress_op(Fw& fw, CallSlot& call, PeerOp& op);
 // Releases what an unfinished op holds (open window, spare 3) when its call
-// ends early.
-void abandon_op(Fw& fw, const CallSlot& call, PeerOp& op);
+// ends early. Inline: every call's end asks it of each op, and usually there
+// is nothing to release.
+inline void abandon_op(Fw& fw, const CallSlot& call, PeerOp& op) {
+  if (op.window_open) {
+    fw.dp.close_window(op.window);
+    op.window_open = false;
+  }
+  if (fw.st.spare3_owner == op_token(call, op)) fw.st.spare3_owner = 0;
+}
 // Ops waiting on `peer` of `comm` (or on any source) fail with `bits`.
 // Returns the number of ops failed.
 uint32_t fail_ops_waiting_on(Fw& fw, uint32_t comm, uint32_t peer, uint32_t bits);

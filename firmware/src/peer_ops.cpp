@@ -536,14 +536,6 @@ bool progress_op(Fw& fw, CallSlot& call, PeerOp& op) {
   return true;
 }
 
-void abandon_op(Fw& fw, const CallSlot& call, PeerOp& op) {
-  if (op.window_open) {
-    fw.dp.close_window(op.window);
-    op.window_open = false;
-  }
-  if (fw.st.spare3_owner == op_token(call, op)) fw.st.spare3_owner = 0;
-}
-
 uint32_t fail_ops_waiting_on(Fw& fw, uint32_t comm, uint32_t peer, uint32_t bits) {
   uint32_t failed = 0;
   for (auto& call : fw.st.calls) {
