@@ -70,7 +70,7 @@ void ingest_arrival(Fw& fw, const Arrival& arrival);
 // Makes arrivals for this communicator's context matchable (and checks their
 // sequence numbers). Called whenever a call names the communicator.
 void register_comm(Fw& fw, uint32_t offset, uint32_t context_id, uint32_t size);
-bool arrivals_full(const Fw& fw);
+inline bool arrivals_full(const Fw& fw) { return fw.st.narrivals >= kMaxArrivals; }
 
 // Oldest matchable first segment / RTS for a receive, or an error arrival
 // from a matching source (the receive then fails with its bits).
@@ -98,8 +98,17 @@ uint32_t find_done(Fw& fw, const PeerOp& op);
 // Removes an arrival; eager payloads are released to the data plane.
 void consume_arrival(Fw& fw, uint32_t index);
 // Error bits if the link to `peer` (or to any member for kRankAny) is broken.
-uint32_t peer_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t peer);
-void forget_link_failure(Fw& fw, uint32_t ip, uint32_t port);
+// Asked for every pending peer operation on every pass, and
+// forget_link_failure for every arrival: the usual case (no failed link) is
+// answered inline, without a call or a table walk.
+uint32_t failed_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t peer);
+inline uint32_t peer_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t peer) {
+  return fw.st.failed_link_count == 0 ? 0 : failed_link_status(fw, comm, comm_size, peer);
+}
+void forget_failed_link(Fw& fw, uint32_t ip, uint32_t port);
+inline void forget_link_failure(Fw& fw, uint32_t ip, uint32_t port) {
+  if (fw.st.failed_link_count != 0) forget_failed_link(fw, ip, port);
+}
 
 // ---------------------------------------------------------------------------
 // peer_ops.cpp

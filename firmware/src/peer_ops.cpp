@@ -358,7 +358,11 @@ bool progress_recv(Fw& fw, CallSlot& call, PeerOp& op) {
     }
   }
   if (op.state == OpState::start) {
-    const uint32_t index = find_message(fw, op.ctx, call.d.comm, op.peer, op.tag, call.collective_number);
+    // A receive waits here pass after pass, mostly with an empty table:
+    // then there is nothing to scan.
+    const uint32_t index = fw.st.narrivals == 0
+                               ? kNoIndex
+                               : find_message(fw, op.ctx, call.d.comm, op.peer, op.tag, call.collective_number);
     if (index == kNoIndex) return wait_on_peer(fw, call, op, op.peer);
     const ArrivalSlot& slot = fw.st.arrivals[index];
     if (slot.seq == SeqState::error) {
