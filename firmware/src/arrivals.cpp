@@ -148,8 +148,6 @@ void record_link_failure(Fw& fw, const Arrival& a) {
 
 }  // namespace
 
-bool arrivals_full(const Fw& fw) { return fw.st.narrivals >= kMaxArrivals; }
-
 void ingest_arrival(Fw& fw, const Arrival& arrival) {
   fw.st.work_counter++;
   if (arrival.kind == ArrivalKind::link_error) {
@@ -353,10 +351,7 @@ void consume_arrival(Fw& fw, uint32_t index) {
   remove_slot(fw, index);
 }
 
-uint32_t peer_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t peer) {
-  // Asked for every pending peer operation on every pass: answer the usual
-  // case (no failed link) without scanning the table.
-  if (fw.st.failed_link_count == 0) return 0;
+uint32_t failed_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t peer) {
   const uint32_t first = peer == abi::kRankAny ? 0 : peer;
   const uint32_t last = peer == abi::kRankAny ? comm_size : peer + 1;
   for (uint32_t r = first; r < last; ++r) {
@@ -369,8 +364,7 @@ uint32_t peer_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t pe
   return 0;
 }
 
-void forget_link_failure(Fw& fw, uint32_t ip, uint32_t port) {
-  if (fw.st.failed_link_count == 0) return;  // every arrival comes here: skip the table walk
+void forget_failed_link(Fw& fw, uint32_t ip, uint32_t port) {
   for (auto& l : fw.st.failed_links) {
     if (l.used && l.ip == ip && l.port == port) {
       l.used = false;

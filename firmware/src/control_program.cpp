@@ -69,8 +69,10 @@ bool uses_root(uint32_t scenario) {
   return scenario == abi::kBcast || scenario == abi::kScatter || scenario == abi::kGather || scenario == abi::kReduce;
 }
 
-Decoded decode(const Call& call) {
-  Decoded d{};
+// Writes every field of `d`: the call words, and zero for what validate()
+// fills in (a call is decoded straight into its slot, which holds the
+// previous call's values).
+void decode(const Call& call, Decoded& d) {
   const uint32_t* w = call.words;
   d.scenario = w[abi::kWordScenario];
   d.count = w[abi::kWordCount];
@@ -85,7 +87,11 @@ Decoded decode(const Call& call) {
   d.addr[0] = uint64_t{w[abi::kWordAddr0Low]} | (uint64_t{w[abi::kWordAddr0High]} << 32);
   d.addr[1] = uint64_t{w[abi::kWordAddr1Low]} | (uint64_t{w[abi::kWordAddr1High]} << 32);
   d.addr[2] = uint64_t{w[abi::kWordAddr2Low]} | (uint64_t{w[abi::kWordAddr2High]} << 32);
-  return d;
+  d.comm_size = 0;
+  d.local_rank = 0;
+  d.context_id = 0;
+  d.uncompressed_bytes = 0;
+  d.compressed_bytes = 0;
 }
 
 // Reads and checks what the call refers to in exchange memory. Returns error
@@ -139,7 +145,7 @@ uint32_t validate(Fw& fw, Decoded& d) {
 }
 
 void log_call(Fw& fw, const char* what, const CallSlot& call, uint32_t status) {
-  if (!fw.dp.log_enabled(kLogDebug)) return;
+  if (!debug_log_enabled(fw)) return;
   LogLine line;
   line.str(what).str(" call ").dec(call.id).str(" scenario ").dec(call.d.scenario).str(" count ").dec(call.d.count)
       .str(" status ").hex(status);
@@ -207,24 +213,16 @@ void soft_reset(Fw& fw) {
 
 void start_call(Fw& fw, const Call& c) {
   fw.st.work_counter++;
-  Decoded d = decode(c);
   const uint64_t now = fw.dp.now_ns();
-  if (d.scenario == abi::kConfig) {
-    if (d.function == abi::kResetPeripherals) soft_reset(fw);
-    const uint32_t status = apply_config(fw, d);
-    fw.dp.finish_call(c.id, status, fw.dp.now_ns() - now);
-    return;
-  }
-  if (d.scenario == abi::kNop) {
-    fw.dp.finish_call(c.id, 0, fw.dp.now_ns() - now);
-    return;
-  }
-  const uint32_t status = validate(fw, d);
-  if (status != 0) {
-    if (fw.dp.log_enabled(kLogWarn)) {
-      LogLine line;
-      line.str("call ").dec(c.id).str(" scenario ").dec(d.scenario).str(" rejected: ").hex(status);
-      log_line(fw, kLogWarn, line);
+  const uint32_t scenario = c.words[abi::kWordScenario];
+  if (scenario == abi::kConfig || scenario == abi::kNop) {
+    // Ends at once, without a slot (a reset zeroes every slot).
+    Decoded d;
+    decode(c, d);
+    uint32_t status = 0;
+    if (scenario == abi::kConfig) {
+      if (d.function == abi::kResetPeripherals) soft_reset(fw);
+      status = apply_config(fw, d);
     }
     fw.dp.finish_call(c.id, status, fw.dp.now_ns() - now);
     return;
@@ -232,20 +230,39 @@ void start_call(Fw& fw, const Call& c) {
   uint32_t slot = 0;
   while (fw.st.calls[slot].used) ++slot;  // the caller checked that a slot is free
   CallSlot& call = fw.st.calls[slot];
-  // Everything but the op table starts at zero; ops are zeroed one by one as
-  // a step adds them (the table is most of the slot, and a send uses one op).
-  zero_bytes(&call, offsetof(CallSlot, ops));
-  zero_bytes(&call.args, sizeof(CallSlot) - offsetof(CallSlot, args));
+  // Decoded and checked in place (no copy of the decoded words); the slot
+  // stays free if the call is rejected.
+  decode(c, call.d);
+  const uint32_t status = validate(fw, call.d);
+  if (status != 0) {
+    if (fw.dp.log_enabled(kLogWarn)) {
+      LogLine line;
+      line.str("call ").dec(c.id).str(" scenario ").dec(scenario).str(" rejected: ").hex(status);
+      log_line(fw, kLogWarn, line);
+    }
+    fw.dp.finish_call(c.id, status, fw.dp.now_ns() - now);
+    return;
+  }
+  const Decoded& d = call.d;
   call.used = true;
   call.collective = is_collective(d.scenario);
+  call.round_open = false;
+  call.phase = CallPhase::start;
   call.id = c.id;
   call.issue_order = fw.st.next_issue_order++;
   call.start_ns = now;
   call.deadline_ns = now + fw.st.timeout_ns;
+  call.status = 0;
+  call.algorithm = 0;
+  call.round = 0;
+  call.nops = 0;
+  // The op table is zeroed op by op as a step adds them (the table is most
+  // of the slot, and a send uses one op). What follows it belongs to
+  // collectives alone (see CallSlot) and starts at zero for them.
+  if (call.collective) zero_bytes(&call.args, sizeof(CallSlot) - offsetof(CallSlot, args));
   // The next deadline check comes within a few passes (one_pass); until
   // then idle() must not sleep past this call's deadline.
   fw.st.nearest_deadline_ns = min_of(fw.st.nearest_deadline_ns, call.deadline_ns);
-  call.d = d;
   fw.st.order[fw.st.ncalls++] = slot;
   if (d.scenario != abi::kCopy && d.scenario != abi::kCombine) register_comm(fw, d.comm, d.context_id, d.comm_size);
   if (call.collective) call.collective_number = start_collective_number(fw, d.context_id);
@@ -325,6 +342,7 @@ uint64_t expire_calls(Fw& fw) {
 // end expired calls. Never waits (see ControlProgram::poll()).
 ControlProgram::PollResult one_pass(Fw& fw) {
   const uint64_t work_before = fw.st.work_counter;
+  fw.debug_log = -1;  // ask again in this pass (run() keeps one Fw for all passes)
   Call call;
   bool calls_emptied = false;
   while (fw.st.ncalls < kMaxCalls) {
@@ -334,14 +352,13 @@ ControlProgram::PollResult one_pass(Fw& fw) {
     }
     start_call(fw, call);
   }
-  Arrival arrival;
   bool arrivals_emptied = false;
   while (!arrivals_full(fw)) {
-    if (!fw.dp.pop_arrival(arrival)) {
+    if (!fw.dp.pop_arrival(fw.st.incoming)) {
       arrivals_emptied = true;
       break;
     }
-    ingest_arrival(fw, arrival);
+    ingest_arrival(fw, fw.st.incoming);
   }
   if (arrivals_full(fw) != fw.st.arrivals_full_reported) {
     // Full: further arrivals stay queued in the data plane until receives

@@ -20,6 +20,10 @@ namespace accl::fw::impl {
 struct Fw {
   DataPlane& dp;
   ControlProgramState& st;
+  // Whether debug lines are logged: asked of the data plane at most once per
+  // pass (a small call's start and finish lines fall in the same pass);
+  // -1 = not asked yet. See debug_log_enabled().
+  int8_t debug_log = -1;
 };
 
 // Result of advancing a call once.
@@ -54,6 +58,10 @@ inline uint32_t make_ctx(uint32_t context_id, bool collective) {
 }
 
 void log_line(Fw& fw, int level, const LogLine& line);
+inline bool debug_log_enabled(Fw& fw) {
+  if (fw.debug_log < 0) fw.debug_log = fw.dp.log_enabled(kLogDebug) ? 1 : 0;
+  return fw.debug_log != 0;
+}
 
 // ---------------------------------------------------------------------------
 // arrivals.cpp
@@ -62,7 +70,7 @@ void ingest_arrival(Fw& fw, const Arrival& arrival);
 // Makes arrivals for this communicator's context matchable (and checks their
 // sequence numbers). Called whenever a call names the communicator.
 void register_comm(Fw& fw, uint32_t offset, uint32_t context_id, uint32_t size);
-bool arrivals_full(const Fw& fw);
+inline bool arrivals_full(const Fw& fw) { return fw.st.narrivals >= kMaxArrivals; }
 
 // Oldest matchable first segment / RTS for a receive, or an error arrival
 // from a matching source (the receive then fails with its bits).
@@ -90,16 +98,48 @@ uint32_t find_done(Fw& fw, const PeerOp& op);
 // Removes an arrival; eager payloads are released to the data plane.
 void consume_arrival(Fw& fw, uint32_t index);
 // Error bits if the link to `peer` (or to any member for kRankAny) is broken.
-uint32_t peer_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t peer);
-void forget_link_failure(Fw& fw, uint32_t ip, uint32_t port);
+// Asked for every pending peer operation on every pass, and
+// forget_link_failure for every arrival: the usual case (no failed link) is
+// answered inline, without a call or a table walk.
+uint32_t failed_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t peer);
+inline uint32_t peer_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t peer) {
+  return fw.st.failed_link_count == 0 ? 0 : failed_link_status(fw, comm, comm_size, peer);
+}
+void forget_failed_link(Fw& fw, uint32_t ip, uint32_t port);
+inline void forget_link_failure(Fw& fw, uint32_t ip, uint32_t port) {
+  if (fw.st.failed_link_count != 0) forget_failed_link(fw, ip, port);
+}
 
 // ---------------------------------------------------------------------------
 // peer_ops.cpp
 // ---------------------------------------------------------------------------
-Buf no_buf();
-Buf mem_buf(uint64_t addr, bool host, bool compressed, uint32_t elem_bytes);
-Buf stream_buf(bool compressed, uint32_t elem_bytes, uint32_t stream_id);
-Buf buf_at(const Buf& b, uint64_t elems);
+// The Buf helpers are inline: every op and move builds a few Bufs.
+inline Buf no_buf() {
+  Buf b{};
+  b.none = true;
+  return b;
+}
+inline Buf mem_buf(uint64_t addr, bool host, bool compressed, uint32_t elem_bytes) {
+  Buf b{};
+  b.addr = addr;
+  b.host = host;
+  b.compressed = compressed;
+  b.elem_bytes = elem_bytes;
+  return b;
+}
+inline Buf stream_buf(bool compressed, uint32_t elem_bytes, uint32_t stream_id) {
+  Buf b{};
+  b.stream = true;
+  b.compressed = compressed;
+  b.elem_bytes = elem_bytes;
+  b.stream_id = stream_id;
+  return b;
+}
+inline Buf buf_at(const Buf& b, uint64_t elems) {
+  Buf r = b;
+  if (!b.stream && !b.none) r.addr += elems * b.elem_bytes;
+  return r;
+}
 // Whether `count` elements at x and at y share a byte (streams and empty
 // ranges share none); the second form for ranges of different lengths.
 bool buf_overlap(const Buf& x, uint64_t x_count, const Buf& y, uint64_t y_count);
@@ -109,8 +149,15 @@ inline bool buf_overlap(const Buf& x, const Buf& y, uint64_t count) { return buf
 // (op.error). Never blocks.
 bool progress_op(Fw& fw, CallSlot& call, PeerOp& op);
 // Releases what an unfinished op holds (open window, spare 3) when its call
-// ends early.
-void abandon_op(Fw& fw, const CallSlot& call, PeerOp& op);
+// ends early. Inline: every call's end asks it of each op, and usually there
+// is nothing to release.
+inline void abandon_op(Fw& fw, const CallSlot& call, PeerOp& op) {
+  if (op.window_open) {
+    fw.dp.close_window(op.window);
+    op.window_open = false;
+  }
+  if (fw.st.spare3_owner == op_token(call, op)) fw.st.spare3_owner = 0;
+}
 // Ops waiting on `peer` of `comm` (or on any source) fail with `bits`.
 // Returns the number of ops failed.
 uint32_t fail_ops_waiting_on(Fw& fw, uint32_t comm, uint32_t peer, uint32_t bits);
@@ -137,7 +184,9 @@ uint32_t local_move(Fw& fw, const CallSlot& call, uint32_t count, const Buf& op0
 // ---------------------------------------------------------------------------
 // p2p.cpp
 // ---------------------------------------------------------------------------
-uint32_t elem_bytes(const CallSlot& call, bool compressed);
+inline uint32_t elem_bytes(const CallSlot& call, bool compressed) {
+  return compressed ? call.d.compressed_bytes : call.d.uncompressed_bytes;
+}
 // The call's operands as buffers: op0 = kernel stream or address 0, op1 =
 // address 1, result = kernel stream (id = tag) or address 2.
 Buf call_op0(const CallSlot& call);

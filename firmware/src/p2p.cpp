@@ -7,10 +7,6 @@
 
 namespace accl::fw::impl {
 
-uint32_t elem_bytes(const CallSlot& call, bool compressed) {
-  return compressed ? call.d.compressed_bytes : call.d.uncompressed_bytes;
-}
-
 // Operand 0 of the call: the kernel stream or the buffer at address 0.
 Buf call_op0(const CallSlot& call) {
   const bool compressed = (call.d.compression & abi::kOp0Compressed) != 0;

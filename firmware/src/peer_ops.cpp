@@ -94,24 +94,23 @@ void send_eager(Fw& fw, CallSlot& call, PeerOp& op) {
   const bool matched = op.strm == 0;  // stream_put messages bypass matching: no sequence number
   const uint32_t seq_word = rank_field_offset(call.d.comm, op.peer, abi::kRankOutboundSeq);
   uint32_t seqn = matched ? fw.dp.xmem_read(seq_word) : 0;
-  const abi::WireHeader base = make_header(fw, call, op, op.peer, abi::kMsgEager);
+  // One move for all segments: each changes only its count, operands and
+  // the header's count, seqn and continuation flag.
+  Move m = network_move(call, op.peer);
+  m.res.compressed = op.wire_compressed;
+  m.header = make_header(fw, call, op, op.peer, abi::kMsgEager);
   uint32_t sent = 0;
-  bool first = true;
   do {
     const uint32_t n = min_of(seg_elems, op.count - sent);
-    Move m = network_move(call, op.peer);
     m.count = n;
     m.op0 = to_operand(buf_at(op.a, sent));
     if (op.fused) m.op1 = to_operand(buf_at(op.b, sent));
-    m.res.compressed = op.wire_compressed;
-    m.header = base;
     m.header.count = n * web;
     m.header.seqn = seqn;
-    if (!first) m.header.flags |= abi::kHdrContinuation;
+    if (sent != 0) m.header.flags |= abi::kHdrContinuation;
     if (matched) seqn++;
     op.error |= fw.dp.move(m);
     sent += n;
-    first = false;
   } while (sent < op.count && op.error == 0);
   if (matched) fw.dp.xmem_write(seq_word, seqn);
   op.done_bytes = uint64_t{sent} * web;
@@ -359,7 +358,11 @@ bool progress_recv(Fw& fw, CallSlot& call, PeerOp& op) {
     }
   }
   if (op.state == OpState::start) {
-    const uint32_t index = find_message(fw, op.ctx, call.d.comm, op.peer, op.tag, call.collective_number);
+    // A receive waits here pass after pass, mostly with an empty table:
+    // then there is nothing to scan.
+    const uint32_t index = fw.st.narrivals == 0
+                               ? kNoIndex
+                               : find_message(fw, op.ctx, call.d.comm, op.peer, op.tag, call.collective_number);
     if (index == kNoIndex) return wait_on_peer(fw, call, op, op.peer);
     const ArrivalSlot& slot = fw.st.arrivals[index];
     if (slot.seq == SeqState::error) {
@@ -499,36 +502,6 @@ bool op_waits_on(const PeerOp& op, uint32_t peer) {
 
 }  // namespace
 
-Buf no_buf() {
-  Buf b{};
-  b.none = true;
-  return b;
-}
-
-Buf mem_buf(uint64_t addr, bool host, bool compressed, uint32_t elem_bytes_) {
-  Buf b{};
-  b.addr = addr;
-  b.host = host;
-  b.compressed = compressed;
-  b.elem_bytes = elem_bytes_;
-  return b;
-}
-
-Buf stream_buf(bool compressed, uint32_t elem_bytes_, uint32_t stream_id) {
-  Buf b{};
-  b.stream = true;
-  b.compressed = compressed;
-  b.elem_bytes = elem_bytes_;
-  b.stream_id = stream_id;
-  return b;
-}
-
-Buf buf_at(const Buf& b, uint64_t elems) {
-  Buf r = b;
-  if (!b.stream && !b.none) r.addr += elems * b.elem_bytes;
-  return r;
-}
-
 bool buf_overlap(const Buf& x, uint64_t x_count, const Buf& y, uint64_t y_count) {
   if (x.stream || y.stream || x.none || y.none || x.host != y.host || x_count == 0 || y_count == 0) return false;
   const uint64_t x_end = x.addr + x_count * x.elem_bytes;
@@ -565,14 +538,6 @@ bool progress_op(Fw& fw, CallSlot& call, PeerOp& op) {
   }
   op.state = OpState::done;
   return true;
-}
-
-void abandon_op(Fw& fw, const CallSlot& call, PeerOp& op) {
-  if (op.window_open) {
-    fw.dp.close_window(op.window);
-    op.window_open = false;
-  }
-  if (fw.st.spare3_owner == op_token(call, op)) fw.st.spare3_owner = 0;
 }
 
 uint32_t fail_ops_waiting_on(Fw& fw, uint32_t comm, uint32_t peer, uint32_t bits) {

@@ -175,6 +175,10 @@ struct CallSlot {
   uint32_t round;
   uint32_t nops;
   PeerOp ops[kMaxOps];
+  // From here on: state of collectives only. Other calls never read it (every
+  // reader checks `collective`, or the collective bit of an op's ctx, which
+  // only collectives' ops carry), so start_call zeroes it for collectives
+  // alone.
   CollArgs args;
   Buf stage_out_from;  // RES_STREAM collectives: staged result to push at the end
   Buf stage_out_to;
@@ -183,9 +187,6 @@ struct CallSlot {
   uint32_t signature;          // collectives: see kHdrWordSignature
   bool signature_mismatch;     // a peer's message had another signature: notify all members
 };
-// start_call zeroes a slot around its op table: nothing may sit between the
-// table and args.
-static_assert(offsetof(CallSlot, args) - (offsetof(CallSlot, ops) + sizeof(CallSlot::ops)) < alignof(CollArgs));
 
 enum class SeqState : uint8_t { unchecked = 0, ok, error };
 
@@ -250,6 +251,9 @@ class ControlProgramState {
   uint32_t arrival_hwm;
   uint32_t unchecked_arrivals;
   impl::ArrivalSlot arrivals[impl::kMaxArrivals];
+  // Where one_pass pops an arrival into: a local Arrival would be
+  // initialised on every pass, and idle passes pop nothing.
+  Arrival incoming;
 
   // Spare buffer ownership (0 = free). Spares 1 and 2 belong to one collective
   // for its whole run (algorithm scratch, kernel-stream staging); spare 3 is

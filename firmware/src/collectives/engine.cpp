@@ -296,7 +296,7 @@ StepResult run_single_rank(Fw& fw, CallSlot& call) {
 }
 
 void log_selection(Fw& fw, const CallSlot& call) {
-  if (!fw.dp.log_enabled(kLogDebug)) return;
+  if (!debug_log_enabled(fw)) return;
   LogLine line;
   line.str("call ").dec(call.id).str(" scenario ").dec(call.d.scenario).str(" P ").dec(call.args.P).str(" count ")
       .dec(call.args.count).str(": ").str(algorithm_name(call.algorithm));
