@@ -1173,7 +1173,13 @@ class ShmLink final : public Link {
     return free;
   }
 
+  // The common case, room at once, inline; the waiting out of line.
   Wait wait_space(uint64_t pos, size_t need, Clock::time_point deadline) {
+    if (free_space(pos, need) >= need) return Wait::ready;
+    return wait_for_space(pos, need, deadline);
+  }
+
+  [[gnu::noinline]] Wait wait_for_space(uint64_t pos, size_t need, Clock::time_point deadline) {
     auto ready = [&] { return free_space(pos, need) >= need; };
     if (ready()) return Wait::ready;
     // The receiver may be a host thread sending to us just the same (the
