@@ -32,16 +32,21 @@ class MovePayload final : public PayloadWriter {
   MovePayload(Mover& mover, const Mover::Plan& plan) : mover_(mover), plan_(plan) {}
   uint32_t write(std::byte* dst, size_t offset, size_t bytes) override {
     if (offset + bytes > plan_.count * plan_.esr) return abi::kDmaSizeError;
-    mover_.produce_bytes(plan_, dst, offset, bytes);
+    // The plain copy (every eager send of unconverted data), cut anywhere:
+    // the bytes themselves, without produce_bytes' element arithmetic
+    // (memmove as in produce(): a message to ourselves may land on its source).
+    if (plain() && plan_.src0 != nullptr) std::memmove(dst, plan_.src0 + offset, bytes);
+    else mover_.produce_bytes(plan_, dst, offset, bytes);
     return 0;
   }
   const std::byte* contiguous_source(size_t bytes) const override {
-    // Mover::produce's plain copy: one memmove of the first operand.
-    const bool plain = !plan_.has_op1 && plan_.c0 == Mover::Conv::none && plan_.es0 == plan_.esr;
-    return plain && plan_.src0 != nullptr && bytes == plan_.count * plan_.esr ? plan_.src0 : nullptr;
+    return plain() && plan_.src0 != nullptr && bytes == plan_.count * plan_.esr ? plan_.src0 : nullptr;
   }
 
  private:
+  // Mover::produce's plain copy: one memmove of the first operand.
+  bool plain() const { return !plan_.has_op1 && plan_.c0 == Mover::Conv::none && plan_.es0 == plan_.esr; }
+
   Mover& mover_;
   const Mover::Plan& plan_;
 };
