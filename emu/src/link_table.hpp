@@ -11,6 +11,7 @@
 
 #include <accl_emu/emulator.hpp>
 
+#include <atomic>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
@@ -38,7 +39,8 @@ class LinkTable {
  public:
   LinkTable(TransportKind kind, const NetAddress& self, Sink& self_sink, TransportSet& transports);
 
-  // Sends one message to `peer` (connecting on first use). Error bits:
+  // Sends one message to `peer` (connecting on first use). One thread at a
+  // time (the CCLO's control program, through its Mover). Error bits:
   // kLinkError when no transport reaches the peer or the link failed (the
   // cached link is dropped then, so the next send reconnects).
   // `shared_key`: fw::Move::shared_payload (0: none).
@@ -50,6 +52,9 @@ class LinkTable {
 
  private:
   std::shared_ptr<Link> connect(const NetAddress& peer, Clock::time_point deadline);
+  // send() on a link found or made; drops it from the table when it failed.
+  uint32_t send_on(Link& link, const NetAddress& peer, const abi::WireHeader& header, PayloadWriter& payload,
+                   Clock::time_point deadline, uint64_t shared_key);
 
   TransportKind kind_;
   NetAddress self_;
@@ -57,6 +62,16 @@ class LinkTable {
   std::shared_ptr<Link> loopback_;
   mutable std::mutex mutex_;
   std::unordered_map<uint64_t, std::shared_ptr<Link>> links_;
+  // Bumped under mutex_ whenever links_ loses entries (forget, clear), from
+  // any thread.
+  std::atomic<uint64_t> generation_{0};
+  // The link of the last send() (the firmware sends to the same peer again
+  // and again): used without mutex_ or the table while generation_ still
+  // reads as when it was looked up. Touched by send() only (one thread at a
+  // time); it keeps the link alive like the copy send() used to take.
+  std::shared_ptr<Link> last_link_;
+  uint64_t last_key_ = 0;
+  uint64_t last_generation_ = 0;
 };
 
 }  // namespace accl::emu
