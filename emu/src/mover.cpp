@@ -233,7 +233,7 @@ uint32_t Mover::move(const fw::Move& m) {
       switch (m.op0.kind) {
         case fw::OperandKind::memory: {
           const std::byte* s = nullptr;
-          if (uint32_t e = memory_.resolve_source(m.op0.addr, m.op0.host, n0, s)) {
+          if (uint32_t e = memory_.resolve_source(m.op0.addr, m.op0.host, n0, s, &host_hints_[0])) {
             ACCL_LOG_ERROR("emulated CCLO: move operand 0: {} bytes at 0x{:x}{} are not valid memory", n0,
                            m.op0.addr, m.op0.host ? " (host)" : "");
             return e;
@@ -257,7 +257,7 @@ uint32_t Mover::move(const fw::Move& m) {
       if (p.has_op1) {
         const std::byte* s = nullptr;
         if (m.op1.kind != fw::OperandKind::memory) return abi::kInvalidArgument;
-        if (uint32_t e = memory_.resolve_source(m.op1.addr, m.op1.host, n1, s)) {
+        if (uint32_t e = memory_.resolve_source(m.op1.addr, m.op1.host, n1, s, &host_hints_[1])) {
           ACCL_LOG_ERROR("emulated CCLO: move operand 1: {} bytes at 0x{:x}{} are not valid memory", n1, m.op1.addr,
                          m.op1.host ? " (host)" : "");
           return e;
@@ -282,7 +282,7 @@ uint32_t Mover::move(const fw::Move& m) {
       case fw::OperandKind::memory: {
         if (p.count == 0) return 0;
         std::byte* d = nullptr;
-        if (uint32_t e = memory_.resolve(m.res.addr, m.res.host, nr, d)) {
+        if (uint32_t e = memory_.resolve(m.res.addr, m.res.host, nr, d, &host_hints_[2])) {
           ACCL_LOG_ERROR("emulated CCLO: move result: {} bytes at 0x{:x}{} are not valid memory", nr, m.res.addr,
                          m.res.host ? " (host)" : "");
           return e;
