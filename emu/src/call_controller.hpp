@@ -108,6 +108,7 @@ class CallController {
 
   std::mutex mutex_;
   std::condition_variable done_cv_;
+  unsigned blocked_waiters_ = 0;  // threads in wait() on done_cv_ (guarded by mutex_): finish() notifies only then
   CallId next_id_ = 1;
   // Live entries by id: slots_[id & (size - 1)] for oldest_live_ <= id <
   // next_id_ (nullptr once retired). The size is a power of two that grows
