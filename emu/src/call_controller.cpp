@@ -218,14 +218,7 @@ bool CallController::wait(CallId id, std::chrono::nanoseconds timeout, bool spin
   return done;
 }
 
-bool CallController::test(CallId id) {
-  if (id != 0) {
-    // The entry still holds call `id` (ids are set only for started calls):
-    // its done flag is the answer. If it was released and reused meanwhile,
-    // the flag may read false for a completed call: the caller asks again.
-    const Entry* e = recent_[id % kRecentCalls].load(std::memory_order_acquire);
-    if (e != nullptr && e->id.load(std::memory_order_acquire) == id) return e->done.load(std::memory_order_acquire);
-  }
+bool CallController::test_locked(CallId id) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (id == 0 || id >= next_id_) throw std::invalid_argument("emulated CCLO: test of unknown call id " + std::to_string(id));
   Entry* e = find(id);
