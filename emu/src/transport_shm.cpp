@@ -1468,6 +1468,15 @@ class InboundRing {
     const uint64_t first = ctl_.tail.load(std::memory_order_acquire);
     const uint64_t published = ctl_.head.load(std::memory_order_acquire) - first;
     if (leased && published == 0) return false;
+    return consume(leased, first, published);
+  }
+
+  UniqueFd control_fd;  // owned here, watched by the control thread
+
+ private:
+  // poll() once it found something published (or was not leased): out of
+  // line, so that the empty poll stays a few loads.
+  [[gnu::noinline]] bool consume(bool leased, uint64_t first, uint64_t published) {
     // When something is published, fetch the header's slot and, if it is
     // published too, the next one (a small message's payload) from the
     // sender's cache together. Read one after the other, they were two
@@ -1511,9 +1520,6 @@ class InboundRing {
     return delivered;
   }
 
-  UniqueFd control_fd;  // owned here, watched by the control thread
-
- private:
   const std::shared_ptr<PeerOutbox> outbox_;
   const PeerDirect direct_;
   enum class Wait { ready, stopped, closed, aborted };
