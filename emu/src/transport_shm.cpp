@@ -1915,6 +1915,7 @@ class ShmTransport final : public Transport, private InboundProgress {
     return peers_.connect(peer, deadline, [this](const NetAddress& p, Clock::time_point d) { return dial(p, d); });
   }
 
+  bool polls() const override { return true; }
   bool poll() override {
     if (polls_.touch()) publish_lease();
     bool delivered = false;
