@@ -246,18 +246,9 @@ uint32_t DeviceMemory::resolve_device(uint64_t addr, uint64_t bytes, std::byte*&
 }
 
 uint32_t DeviceMemory::resolve_host(uint64_t addr, uint64_t bytes, std::byte*& out, HostHint* hint) const noexcept {
-  // Read before the lookup, so that a region removed after it makes the hint
-  // stale. A hint that is still current names a region mapped right now.
+  // Read before the lookup, so that a region removed after it makes what the
+  // hint remembers stale.
   const uint64_t generation = host_generation_.load(std::memory_order_acquire);
-  if (hint != nullptr && hint->generation == generation) {
-    for (const HostHint::Region& r : hint->regions) {
-      const uint64_t off = addr - r.base;
-      if (off < r.bytes && bytes <= r.bytes - off) {  // (an empty range at a region's end: the search below)
-        out = reinterpret_cast<std::byte*>(addr);
-        return 0;
-      }
-    }
-  }
   std::shared_lock<std::shared_mutex> lock(host_mutex_);
   uint32_t err = abi::kDmaDecodeError;
   // Walk back over regions starting at or below addr; none further back than
@@ -279,14 +270,14 @@ uint32_t DeviceMemory::resolve_host(uint64_t addr, uint64_t bytes, std::byte*& o
   return err;
 }
 
-uint32_t DeviceMemory::resolve(uint64_t addr, bool host, uint64_t bytes, std::byte*& out,
-                               HostHint* hint) const noexcept {
+uint32_t DeviceMemory::resolve_searched(uint64_t addr, bool host, uint64_t bytes, std::byte*& out,
+                                        HostHint* hint) const noexcept {
   out = nullptr;
   return host ? resolve_host(addr, bytes, out, hint) : resolve_device(addr, bytes, out, false);
 }
 
-uint32_t DeviceMemory::resolve_source(uint64_t addr, bool host, uint64_t bytes, const std::byte*& out,
-                                      HostHint* hint) const noexcept {
+uint32_t DeviceMemory::resolve_source_searched(uint64_t addr, bool host, uint64_t bytes, const std::byte*& out,
+                                               HostHint* hint) const noexcept {
   out = nullptr;
   std::byte* p = nullptr;
   const uint32_t err = host ? resolve_host(addr, bytes, p, hint) : resolve_device(addr, bytes, p, true);

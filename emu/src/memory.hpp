@@ -126,6 +126,16 @@ class DeviceMemory {
     unsigned next = 0;        // the one replaced next
     uint64_t generation = 0;  // host_generation_ when they were found; 0: nothing remembered
 
+    // [addr, addr + len) lies inside a region remembered at `now` (an empty
+    // range at a region's end is left to the search).
+    bool covers(uint64_t addr, uint64_t len, uint64_t now) const {
+      if (generation != now) return false;
+      for (const Region& r : regions) {
+        const uint64_t off = addr - r.base;
+        if (off < r.bytes && len <= r.bytes - off) return true;
+      }
+      return false;
+    }
     void remember(uintptr_t base, uint64_t bytes, uint64_t found_at) {
       if (generation != found_at) {
         *this = HostHint{};
@@ -143,12 +153,25 @@ class DeviceMemory {
   // (kDmaDecodeError), so no move result, RX buffer or rendezvous window can
   // land on payloads queued there.
   // `hint`: see HostHint (host addresses only; may be null).
+  // A current hint answers inline.
   uint32_t resolve(uint64_t addr, bool host, uint64_t bytes, std::byte*& out,
-                   HostHint* hint = nullptr) const noexcept;
+                   HostHint* hint = nullptr) const noexcept {
+    if (hinted(addr, host, bytes, hint)) {
+      out = reinterpret_cast<std::byte*>(addr);
+      return 0;
+    }
+    return resolve_searched(addr, host, bytes, out, hint);
+  }
   // Read-only access for move operands: as resolve(), and also the overflow
   // store, where the firmware reads unexpected eager payloads from.
   uint32_t resolve_source(uint64_t addr, bool host, uint64_t bytes, const std::byte*& out,
-                          HostHint* hint = nullptr) const noexcept;
+                          HostHint* hint = nullptr) const noexcept {
+    if (hinted(addr, host, bytes, hint)) {
+      out = reinterpret_cast<const std::byte*>(addr);
+      return 0;
+    }
+    return resolve_source_searched(addr, host, bytes, out, hint);
+  }
 
   Bank& overflow() { return *overflow_; }
   unsigned banks() const { return static_cast<unsigned>(banks_.size()); }
@@ -160,6 +183,15 @@ class DeviceMemory {
   };
   uint32_t resolve_device(uint64_t addr, uint64_t bytes, std::byte*& out, bool overflow_store) const noexcept;
   uint32_t resolve_host(uint64_t addr, uint64_t bytes, std::byte*& out, HostHint* hint = nullptr) const noexcept;
+  bool hinted(uint64_t addr, bool host, uint64_t bytes, const HostHint* hint) const noexcept {
+    // The generation is read before the hint is trusted: a region removed
+    // after this read was mapped when the caller asked.
+    return host && hint != nullptr && hint->covers(addr, bytes, host_generation_.load(std::memory_order_acquire));
+  }
+  // resolve() / resolve_source() without a current hint: the search.
+  uint32_t resolve_searched(uint64_t addr, bool host, uint64_t bytes, std::byte*& out, HostHint* hint) const noexcept;
+  uint32_t resolve_source_searched(uint64_t addr, bool host, uint64_t bytes, const std::byte*& out,
+                                   HostHint* hint) const noexcept;
   std::byte* checked(uint64_t address, size_t bytes, const char* what) const;
 
   std::vector<std::unique_ptr<Bank>> banks_;
