@@ -54,11 +54,19 @@ std::shared_ptr<Link> LinkTable::connect(const NetAddress& peer, Clock::time_poi
 
 uint32_t LinkTable::send(const NetAddress& peer, const abi::WireHeader& header, PayloadWriter& payload,
                          Clock::time_point deadline, uint64_t shared_key) {
+  // The common case, the peer of the last send, is a few checks; the rest
+  // (and its locals' clean-up) out of line.
   const uint64_t key = address_key(peer);
   // Read before the table: a forget() after it makes the next send look again.
   const uint64_t generation = generation_.load(std::memory_order_acquire);
-  if (last_link_ != nullptr && key == last_key_ && generation == last_generation_)
+  if (last_link_ != nullptr && key == last_key_ && generation == last_generation_) [[likely]]
     return send_on(*last_link_, peer, header, payload, deadline, shared_key);
+  return send_looked_up(peer, key, generation, header, payload, deadline, shared_key);
+}
+
+uint32_t LinkTable::send_looked_up(const NetAddress& peer, uint64_t key, uint64_t generation,
+                                   const abi::WireHeader& header, PayloadWriter& payload, Clock::time_point deadline,
+                                   uint64_t shared_key) {
   std::shared_ptr<Link> link;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -85,15 +93,9 @@ uint32_t LinkTable::send(const NetAddress& peer, const abi::WireHeader& header, 
   return send_on(*last_link_, peer, header, payload, deadline, shared_key);
 }
 
-uint32_t LinkTable::send_on(Link& link, const NetAddress& peer, const abi::WireHeader& header, PayloadWriter& payload,
-                            Clock::time_point deadline, uint64_t shared_key) {
-  uint32_t err =
-      shared_key != 0 ? link.send_shared(header, payload, shared_key, deadline) : link.send(header, payload, deadline);
-  if (err & abi::kLinkError) {
-    ACCL_LOG_WARN("emulated CCLO: sending to {} failed (0x{:x}); the link will be reopened", to_string(peer), err);
-    forget(peer);
-  }
-  return err;
+void LinkTable::link_failed(const NetAddress& peer, uint32_t err) {
+  ACCL_LOG_WARN("emulated CCLO: sending to {} failed (0x{:x}); the link will be reopened", to_string(peer), err);
+  forget(peer);
 }
 
 void LinkTable::forget(const NetAddress& peer) {
