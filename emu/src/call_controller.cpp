@@ -162,6 +162,7 @@ void CallController::complete(Entry& e, uint32_t retcode, uint64_t duration_ns) 
 }
 
 void CallController::finish(uint64_t id, uint32_t retcode, uint64_t duration_ns) {
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     Entry* e = find(id);
@@ -174,8 +175,11 @@ void CallController::finish(uint64_t id, uint32_t retcode, uint64_t duration_ns)
     xmem_.store(abi::kRetcodeOffset, retcode);
     xmem_.store(abi::kPerfCounterOffset, static_cast<uint32_t>(duration_ns / 4));
     complete(*e, retcode, duration_ns);
+    // A waiter registers and tests its call under the mutex: one that comes
+    // later sees the call done.
+    wake = blocked_waiters_ != 0;
   }
-  done_cv_.notify_all();
+  if (wake) done_cv_.notify_all();
 }
 
 void CallController::abort_all(uint32_t retcode) {
@@ -208,17 +212,13 @@ bool CallController::wait(CallId id, std::chrono::nanoseconds timeout, bool spin
   // microseconds and a futex sleep + wake costs more than that. Then block.
   if (spin && spin_until(spin_, deadline, [&] { return w.done(); })) return true;
   std::unique_lock<std::mutex> lock(mutex_);
-  return done_cv_.wait_until(lock, deadline, [&] { return w.done(); });
+  ++blocked_waiters_;
+  const bool done = done_cv_.wait_until(lock, deadline, [&] { return w.done(); });
+  --blocked_waiters_;
+  return done;
 }
 
-bool CallController::test(CallId id) {
-  if (id != 0) {
-    // The entry still holds call `id` (ids are set only for started calls):
-    // its done flag is the answer. If it was released and reused meanwhile,
-    // the flag may read false for a completed call: the caller asks again.
-    const Entry* e = recent_[id % kRecentCalls].load(std::memory_order_acquire);
-    if (e != nullptr && e->id.load(std::memory_order_acquire) == id) return e->done.load(std::memory_order_acquire);
-  }
+bool CallController::test_locked(CallId id) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (id == 0 || id >= next_id_) throw std::invalid_argument("emulated CCLO: test of unknown call id " + std::to_string(id));
   Entry* e = find(id);

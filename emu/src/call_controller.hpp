@@ -42,7 +42,8 @@ class CallController {
   // spin = false: block at once (the caller already spun or drove the firmware).
   bool wait(CallId id, std::chrono::nanoseconds timeout, bool spin = true);
   // Lock-free for the last kRecentCalls calls started (hosts that poll call
-  // it twice per poll), else under the mutex.
+  // it twice per poll), else under the mutex. Inline, below: the lock-free
+  // answer is a few loads.
   bool test(CallId id);
   // Throws std::invalid_argument for unknown ids, std::logic_error while the
   // call is still running. Lock-free for a completed call among the last
@@ -96,6 +97,7 @@ class CallController {
     Entry* next_ready = nullptr;    // ready queue link
   };
 
+  bool test_locked(CallId id);           // test() beyond the recent calls
   Entry* find(CallId id);                // caller holds mutex_
   Entry* acquire_entry(CallId id);       // caller holds mutex_; registers `id`
   void retire(Entry& e);                 // caller holds mutex_; back to the pool
@@ -108,6 +110,7 @@ class CallController {
 
   std::mutex mutex_;
   std::condition_variable done_cv_;
+  unsigned blocked_waiters_ = 0;  // threads in wait() on done_cv_ (guarded by mutex_): finish() notifies only then
   CallId next_id_ = 1;
   // Live entries by id: slots_[id & (size - 1)] for oldest_live_ <= id <
   // next_id_ (nullptr once retired). The size is a power of two that grows
@@ -130,5 +133,16 @@ class CallController {
   Entry* ready_tail_ = nullptr;
   std::atomic<size_t> ready_count_{0};
 };
+
+inline bool CallController::test(CallId id) {
+  if (id != 0) {
+    // The entry still holds call `id` (ids are set only for started calls):
+    // its done flag is the answer. If it was released and reused meanwhile,
+    // the flag may read false for a completed call: the caller asks again.
+    const Entry* e = recent_[id % kRecentCalls].load(std::memory_order_acquire);
+    if (e != nullptr && e->id.load(std::memory_order_acquire) == id) return e->done.load(std::memory_order_acquire);
+  }
+  return test_locked(id);
+}
 
 }  // namespace accl::emu

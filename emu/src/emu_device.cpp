@@ -57,6 +57,9 @@ EmuDevice::EmuDevice(const EmuOptions& options, const DeviceSettings& settings)
       core_per_process_(core_per_process(options.host_processes, std::thread::hardware_concurrency())),
       drive_spin_(driving_spin_budget(settings, core_per_process_), driving_spin_floor(settings, core_per_process_)),
       drive_yield_(driving_yield_budget(settings, options.host_processes, std::thread::hardware_concurrency())) {
+  transports_.for_each([this](Transport& t) {
+    if (t.polls()) polled_[polled_count_++] = &t;
+  });
   // A peer that broke its link to us is likely unreachable the other way too.
   sink_.set_link_failure_hook([this](const NetAddress& peer) { links_.forget(peer); });
   // Windows are offered for direct writes only where a transport makes them.
@@ -318,7 +321,7 @@ bool EmuDevice::idle_pass_would_repeat(uint64_t seen) {
 
 bool EmuDevice::poll_transports() {
   bool delivered = false;
-  transports_.for_each([&](Transport& t) { delivered = t.poll() || delivered; });
+  for (size_t i = 0; i < polled_count_; ++i) delivered = polled_[i]->poll() || delivered;
   return delivered;
 }
 

@@ -33,6 +33,7 @@
 #include <accl/device.hpp>
 #include <accl_emu/emulator.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -183,6 +184,11 @@ class EmuDevice final : public Device, private DeliveryDriver {
   CallController calls_;
   ReceiveSink sink_;
   TransportSet transports_;
+  // The transports that run and have something to poll (Transport::polls),
+  // in TransportSet::for_each's order: what poll_transports() walks on
+  // every poll (set once, in the constructor).
+  std::array<Transport*, 4> polled_{};
+  size_t polled_count_ = 0;
   LinkTable links_;
   Mover mover_;
   EmuDataPlane dataplane_;

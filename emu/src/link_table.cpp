@@ -54,8 +54,20 @@ std::shared_ptr<Link> LinkTable::connect(const NetAddress& peer, Clock::time_poi
 
 uint32_t LinkTable::send(const NetAddress& peer, const abi::WireHeader& header, PayloadWriter& payload,
                          Clock::time_point deadline, uint64_t shared_key) {
+  // The common case, the peer of the last send, is a few checks; the rest
+  // (and its locals' clean-up) out of line.
+  const uint64_t key = address_key(peer);
+  // Read before the table: a forget() after it makes the next send look again.
+  const uint64_t generation = generation_.load(std::memory_order_acquire);
+  if (last_link_ != nullptr && key == last_key_ && generation == last_generation_) [[likely]]
+    return send_on(*last_link_, peer, header, payload, deadline, shared_key);
+  return send_looked_up(peer, key, generation, header, payload, deadline, shared_key);
+}
+
+uint32_t LinkTable::send_looked_up(const NetAddress& peer, uint64_t key, uint64_t generation,
+                                   const abi::WireHeader& header, PayloadWriter& payload, Clock::time_point deadline,
+                                   uint64_t shared_key) {
   std::shared_ptr<Link> link;
-  uint64_t key = address_key(peer);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = links_.find(key);
@@ -75,23 +87,27 @@ uint32_t LinkTable::send(const NetAddress& peer, const abi::WireHeader& header, 
     std::lock_guard<std::mutex> lock(mutex_);
     links_.emplace(key, link);
   }
-  uint32_t err =
-      shared_key != 0 ? link->send_shared(header, payload, shared_key, deadline) : link->send(header, payload, deadline);
-  if (err & abi::kLinkError) {
-    ACCL_LOG_WARN("emulated CCLO: sending to {} failed (0x{:x}); the link will be reopened", to_string(peer), err);
-    forget(peer);
-  }
-  return err;
+  last_link_ = std::move(link);
+  last_key_ = key;
+  last_generation_ = generation;
+  return send_on(*last_link_, peer, header, payload, deadline, shared_key);
+}
+
+void LinkTable::link_failed(const NetAddress& peer, uint32_t err) {
+  ACCL_LOG_WARN("emulated CCLO: sending to {} failed (0x{:x}); the link will be reopened", to_string(peer), err);
+  forget(peer);
 }
 
 void LinkTable::forget(const NetAddress& peer) {
   std::lock_guard<std::mutex> lock(mutex_);
   links_.erase(address_key(peer));
+  generation_.fetch_add(1, std::memory_order_release);
 }
 
 void LinkTable::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   links_.clear();
+  generation_.fetch_add(1, std::memory_order_release);
 }
 
 size_t LinkTable::cached() const {

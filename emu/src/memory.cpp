@@ -224,6 +224,7 @@ void DeviceMemory::free(const DeviceAllocation& alloc) {
       ACCL_LOG_ERROR("emulated CCLO: free of unknown host memory {} ({} bytes) ignored", hex(alloc.address), alloc.bytes);
       return;
     }
+    host_generation_.fetch_add(1, std::memory_order_release);  // before it goes: see HostHint
     if (victim->second.owned) std::free(reinterpret_cast<void*>(victim->first));
     host_.erase(victim);
     return;
@@ -244,7 +245,10 @@ uint32_t DeviceMemory::resolve_device(uint64_t addr, uint64_t bytes, std::byte*&
   return out != nullptr ? 0u : static_cast<uint32_t>(abi::kDmaSlaveError);
 }
 
-uint32_t DeviceMemory::resolve_host(uint64_t addr, uint64_t bytes, std::byte*& out) const noexcept {
+uint32_t DeviceMemory::resolve_host(uint64_t addr, uint64_t bytes, std::byte*& out, HostHint* hint) const noexcept {
+  // Read before the lookup, so that a region removed after it makes what the
+  // hint remembers stale.
+  const uint64_t generation = host_generation_.load(std::memory_order_acquire);
   std::shared_lock<std::shared_mutex> lock(host_mutex_);
   uint32_t err = abi::kDmaDecodeError;
   // Walk back over regions starting at or below addr; none further back than
@@ -256,6 +260,7 @@ uint32_t DeviceMemory::resolve_host(uint64_t addr, uint64_t bytes, std::byte*& o
     if (off > host_max_bytes_) break;
     if (off < it->second.bytes || (off == it->second.bytes && bytes == 0)) {
       if (bytes <= it->second.bytes - off) {
+        if (hint != nullptr) hint->remember(it->first, it->second.bytes, generation);
         out = reinterpret_cast<std::byte*>(addr);
         return 0;
       }
@@ -265,15 +270,17 @@ uint32_t DeviceMemory::resolve_host(uint64_t addr, uint64_t bytes, std::byte*& o
   return err;
 }
 
-uint32_t DeviceMemory::resolve(uint64_t addr, bool host, uint64_t bytes, std::byte*& out) const noexcept {
+uint32_t DeviceMemory::resolve_searched(uint64_t addr, bool host, uint64_t bytes, std::byte*& out,
+                                        HostHint* hint) const noexcept {
   out = nullptr;
-  return host ? resolve_host(addr, bytes, out) : resolve_device(addr, bytes, out, false);
+  return host ? resolve_host(addr, bytes, out, hint) : resolve_device(addr, bytes, out, false);
 }
 
-uint32_t DeviceMemory::resolve_source(uint64_t addr, bool host, uint64_t bytes, const std::byte*& out) const noexcept {
+uint32_t DeviceMemory::resolve_source_searched(uint64_t addr, bool host, uint64_t bytes, const std::byte*& out,
+                                               HostHint* hint) const noexcept {
   out = nullptr;
   std::byte* p = nullptr;
-  const uint32_t err = host ? resolve_host(addr, bytes, p) : resolve_device(addr, bytes, p, true);
+  const uint32_t err = host ? resolve_host(addr, bytes, p, hint) : resolve_device(addr, bytes, p, true);
   out = p;
   return err;
 }

@@ -15,6 +15,7 @@
 
 #include <accl/device.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -109,16 +110,68 @@ class DeviceMemory {
   void copy_to_device(uint64_t address, const void* src, size_t bytes);
   void copy_from_device(uint64_t address, void* dst, size_t bytes);
 
+  // What one caller remembers of the registered host regions that its last
+  // resolves through it found (one thread at a time per hint; the Mover keeps
+  // one per operand): a range inside one of them resolves again without the
+  // lock and the region search while no host region was removed since. A
+  // few regions, not one: the PMPI layer stages small messages in a few
+  // buffers in turn.
+  struct HostHint {
+    struct Region {
+      uintptr_t base = 0;
+      uint64_t bytes = 0;  // 0: matches nothing
+    };
+    static constexpr unsigned kRegions = 4;
+    Region regions[kRegions];
+    unsigned next = 0;        // the one replaced next
+    uint64_t generation = 0;  // host_generation_ when they were found; 0: nothing remembered
+
+    // [addr, addr + len) lies inside a region remembered at `now` (an empty
+    // range at a region's end is left to the search).
+    bool covers(uint64_t addr, uint64_t len, uint64_t now) const {
+      if (generation != now) return false;
+      for (const Region& r : regions) {
+        const uint64_t off = addr - r.base;
+        if (off < r.bytes && len <= r.bytes - off) return true;
+      }
+      return false;
+    }
+    void remember(uintptr_t base, uint64_t bytes, uint64_t found_at) {
+      if (generation != found_at) {
+        *this = HostHint{};
+        generation = found_at;
+      }
+      regions[next] = Region{base, bytes};
+      next = (next + 1) % kRegions;
+    }
+  };
+
   // Data-plane access: pointer to [addr, addr + bytes) or error bits
   // (kDmaDecodeError: address in no bank/region; kDmaSlaveError: the range
   // runs past the end of its bank/region). Never throws. The overflow store
   // is not memory anyone may name: its addresses are rejected
   // (kDmaDecodeError), so no move result, RX buffer or rendezvous window can
   // land on payloads queued there.
-  uint32_t resolve(uint64_t addr, bool host, uint64_t bytes, std::byte*& out) const noexcept;
+  // `hint`: see HostHint (host addresses only; may be null).
+  // A current hint answers inline.
+  uint32_t resolve(uint64_t addr, bool host, uint64_t bytes, std::byte*& out,
+                   HostHint* hint = nullptr) const noexcept {
+    if (hinted(addr, host, bytes, hint)) {
+      out = reinterpret_cast<std::byte*>(addr);
+      return 0;
+    }
+    return resolve_searched(addr, host, bytes, out, hint);
+  }
   // Read-only access for move operands: as resolve(), and also the overflow
   // store, where the firmware reads unexpected eager payloads from.
-  uint32_t resolve_source(uint64_t addr, bool host, uint64_t bytes, const std::byte*& out) const noexcept;
+  uint32_t resolve_source(uint64_t addr, bool host, uint64_t bytes, const std::byte*& out,
+                          HostHint* hint = nullptr) const noexcept {
+    if (hinted(addr, host, bytes, hint)) {
+      out = reinterpret_cast<const std::byte*>(addr);
+      return 0;
+    }
+    return resolve_source_searched(addr, host, bytes, out, hint);
+  }
 
   Bank& overflow() { return *overflow_; }
   unsigned banks() const { return static_cast<unsigned>(banks_.size()); }
@@ -129,7 +182,16 @@ class DeviceMemory {
     bool owned;  // allocated by us (free it) or mapped user memory
   };
   uint32_t resolve_device(uint64_t addr, uint64_t bytes, std::byte*& out, bool overflow_store) const noexcept;
-  uint32_t resolve_host(uint64_t addr, uint64_t bytes, std::byte*& out) const noexcept;
+  uint32_t resolve_host(uint64_t addr, uint64_t bytes, std::byte*& out, HostHint* hint = nullptr) const noexcept;
+  bool hinted(uint64_t addr, bool host, uint64_t bytes, const HostHint* hint) const noexcept {
+    // The generation is read before the hint is trusted: a region removed
+    // after this read was mapped when the caller asked.
+    return host && hint != nullptr && hint->covers(addr, bytes, host_generation_.load(std::memory_order_acquire));
+  }
+  // resolve() / resolve_source() without a current hint: the search.
+  uint32_t resolve_searched(uint64_t addr, bool host, uint64_t bytes, std::byte*& out, HostHint* hint) const noexcept;
+  uint32_t resolve_source_searched(uint64_t addr, bool host, uint64_t bytes, const std::byte*& out,
+                                   HostHint* hint) const noexcept;
   std::byte* checked(uint64_t address, size_t bytes, const char* what) const;
 
   std::vector<std::unique_ptr<Bank>> banks_;
@@ -139,6 +201,10 @@ class DeviceMemory {
   mutable std::shared_mutex host_mutex_;
   std::multimap<uintptr_t, HostRegion> host_;
   size_t host_max_bytes_ = 0;
+  // Bumped (under host_mutex_) whenever a host region goes away: what a
+  // HostHint remembers from before may no longer be mapped. Adding regions
+  // leaves remembered ones valid.
+  std::atomic<uint64_t> host_generation_{1};
 };
 
 }  // namespace accl::emu

@@ -32,16 +32,21 @@ class MovePayload final : public PayloadWriter {
   MovePayload(Mover& mover, const Mover::Plan& plan) : mover_(mover), plan_(plan) {}
   uint32_t write(std::byte* dst, size_t offset, size_t bytes) override {
     if (offset + bytes > plan_.count * plan_.esr) return abi::kDmaSizeError;
-    mover_.produce_bytes(plan_, dst, offset, bytes);
+    // The plain copy (every eager send of unconverted data), cut anywhere:
+    // the bytes themselves, without produce_bytes' element arithmetic
+    // (memmove as in produce(): a message to ourselves may land on its source).
+    if (plain() && plan_.src0 != nullptr) std::memmove(dst, plan_.src0 + offset, bytes);
+    else mover_.produce_bytes(plan_, dst, offset, bytes);
     return 0;
   }
   const std::byte* contiguous_source(size_t bytes) const override {
-    // Mover::produce's plain copy: one memmove of the first operand.
-    const bool plain = !plan_.has_op1 && plan_.c0 == Mover::Conv::none && plan_.es0 == plan_.esr;
-    return plain && plan_.src0 != nullptr && bytes == plan_.count * plan_.esr ? plan_.src0 : nullptr;
+    return plain() && plan_.src0 != nullptr && bytes == plan_.count * plan_.esr ? plan_.src0 : nullptr;
   }
 
  private:
+  // Mover::produce's plain copy: one memmove of the first operand.
+  bool plain() const { return !plan_.has_op1 && plan_.c0 == Mover::Conv::none && plan_.es0 == plan_.esr; }
+
   Mover& mover_;
   const Mover::Plan& plan_;
 };
@@ -228,7 +233,7 @@ uint32_t Mover::move(const fw::Move& m) {
       switch (m.op0.kind) {
         case fw::OperandKind::memory: {
           const std::byte* s = nullptr;
-          if (uint32_t e = memory_.resolve_source(m.op0.addr, m.op0.host, n0, s)) {
+          if (uint32_t e = memory_.resolve_source(m.op0.addr, m.op0.host, n0, s, &host_hints_[0])) {
             ACCL_LOG_ERROR("emulated CCLO: move operand 0: {} bytes at 0x{:x}{} are not valid memory", n0,
                            m.op0.addr, m.op0.host ? " (host)" : "");
             return e;
@@ -252,7 +257,7 @@ uint32_t Mover::move(const fw::Move& m) {
       if (p.has_op1) {
         const std::byte* s = nullptr;
         if (m.op1.kind != fw::OperandKind::memory) return abi::kInvalidArgument;
-        if (uint32_t e = memory_.resolve_source(m.op1.addr, m.op1.host, n1, s)) {
+        if (uint32_t e = memory_.resolve_source(m.op1.addr, m.op1.host, n1, s, &host_hints_[1])) {
           ACCL_LOG_ERROR("emulated CCLO: move operand 1: {} bytes at 0x{:x}{} are not valid memory", n1, m.op1.addr,
                          m.op1.host ? " (host)" : "");
           return e;
@@ -277,7 +282,7 @@ uint32_t Mover::move(const fw::Move& m) {
       case fw::OperandKind::memory: {
         if (p.count == 0) return 0;
         std::byte* d = nullptr;
-        if (uint32_t e = memory_.resolve(m.res.addr, m.res.host, nr, d)) {
+        if (uint32_t e = memory_.resolve(m.res.addr, m.res.host, nr, d, &host_hints_[2])) {
           ACCL_LOG_ERROR("emulated CCLO: move result: {} bytes at 0x{:x}{} are not valid memory", nr, m.res.addr,
                          m.res.host ? " (host)" : "");
           return e;

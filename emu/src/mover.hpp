@@ -80,6 +80,9 @@ class Mover {
   std::vector<std::byte> stream_in_;
   std::vector<float> scratch_[3];
   std::vector<std::byte> snapshot_[2];
+  // Host regions of the last moves' op0, op1 and result (a send reads the
+  // same user buffer, a receive writes the same one, again and again).
+  DeviceMemory::HostHint host_hints_[3];
 };
 
 }  // namespace accl::emu

@@ -294,6 +294,9 @@ class Transport {
   // thread (see EmuDevice::test). Transports without reader threads of
   // their own (in-process: the sender delivers) have nothing to poll.
   virtual bool poll() { return false; }
+  // Whether poll() can ever deliver (false: it is the default above), so
+  // that pollers call it only on the transports where it can.
+  virtual bool polls() const { return false; }
   // The polling host thread is about to block: transport threads must take
   // over delivery now rather than when they notice the polls stopped.
   virtual void end_polling() {}
