@@ -7,11 +7,13 @@
 // per-call allocation" target, checked end to end by tests/pmpi/test_alloc.c).
 //
 // One free list per block type for the whole process, behind a mutex (a
-// request may be freed on another thread than the one that made it). The
+// request may be freed on another thread than the one that made it), with a
+// few lock-free spare slots in front. The
 // lists are never destroyed: requests may outlive the driver that made them,
 // and a block freed during static destruction must still find its list.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <mutex>
 #include <new>
@@ -24,6 +26,10 @@ class BlockFreeList {
   BlockFreeList(size_t bytes, size_t align) : bytes_(bytes), align_(align) {}
 
   void* take() {
+    for (auto& slot : spares_) {
+      if (slot.load(std::memory_order_relaxed) == nullptr) continue;
+      if (void* p = slot.exchange(nullptr, std::memory_order_acquire)) return p;
+    }
     {
       std::lock_guard lock(mutex_);
       if (!free_.empty()) {
@@ -36,6 +42,12 @@ class BlockFreeList {
   }
 
   void give_back(void* p) noexcept {
+    for (auto& slot : spares_) {
+      void* empty = nullptr;
+      if (slot.load(std::memory_order_relaxed) == nullptr &&
+          slot.compare_exchange_strong(empty, p, std::memory_order_release, std::memory_order_relaxed))
+        return;
+    }
     {
       std::lock_guard lock(mutex_);
       // The vector's capacity grows only until it holds the most requests
@@ -56,6 +68,10 @@ class BlockFreeList {
   static constexpr size_t kMaxKept = 4096;
   const size_t bytes_;
   const size_t align_;
+  // A few blocks passed on without the mutex: a small message's calls make
+  // and drop a request or two at a time, and the mutex round trip on each
+  // end cost more than the rest of making the request.
+  std::atomic<void*> spares_[4] = {};
   std::mutex mutex_;
   std::vector<void*> free_;
 };
