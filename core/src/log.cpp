@@ -72,10 +72,9 @@ std::shared_ptr<spdlog::logger> make_logger() {
 }
 
 spdlog::logger& logger() {
-  static std::shared_ptr<spdlog::logger> instance = [] {
-    reload_level();
-    return make_logger();
-  }();
+  // The level was read when the library was loaded (g_level_loaded below);
+  // re-reading it here would change it at the first line logged.
+  static std::shared_ptr<spdlog::logger> instance = make_logger();
   return *instance;
 }
 

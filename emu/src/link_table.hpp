@@ -81,7 +81,9 @@ class LinkTable {
   // The link of the last send() (the firmware sends to the same peer again
   // and again): used without mutex_ or the table while generation_ still
   // reads as when it was looked up. Touched by send() only (one thread at a
-  // time); it keeps the link alive like the copy send() used to take.
+  // time). It holds a reference: a link dropped by forget() or clear() lives
+  // on until the next send() looks again, or until the table goes (its fd or
+  // mapping a little longer; nothing sends on it).
   std::shared_ptr<Link> last_link_;
   uint64_t last_key_ = 0;
   uint64_t last_generation_ = 0;

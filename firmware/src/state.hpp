@@ -176,9 +176,9 @@ struct CallSlot {
   uint32_t nops;
   PeerOp ops[kMaxOps];
   // From here on: state of collectives only. Other calls never read it (every
-  // reader checks `collective`, or the collective bit of an op's ctx, which
-  // only collectives' ops carry), so start_call zeroes it for collectives
-  // alone.
+  // reader checks `collective`, the collective bit of an op's ctx, which only
+  // collectives' ops carry, or `!op.p2p`, which point-to-point ops never
+  // are), so start_call zeroes it for collectives alone.
   CollArgs args;
   Buf stage_out_from;  // RES_STREAM collectives: staged result to push at the end
   Buf stage_out_to;

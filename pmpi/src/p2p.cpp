@@ -163,15 +163,18 @@ BaseBuffer& ctl_buffer(ShadowReq* r) {
 void issue_op(const DevOp& op, OpClass cls);
 
 // Queues a device call for pump_ops(). With its class's queue empty and
-// budget left, the call goes to the device at once: the same order pump_ops()
-// would give it, without the round trip through the queue (every small send).
+// budget left, the call goes to the device at once, without the round trip
+// through the queue (every small send): within a class the order is the
+// queue's; across classes it is the order of the queue_op() calls (the
+// classes never wait for each other, see the top of the file).
 void queue_op(ShadowReq* r, uint8_t index, OpClass cls, bool reply_after, bool send, BaseBuffer* buf, unsigned words,
               unsigned peer, uint32_t tag, communicatorId comm) {
+  const DevOp op{r, index, reply_after, send, buf, words, peer, tag, comm};
+  const bool now = g_ops[cls].empty() && g_on_device[cls] < kSlotBudget[cls];
+  if (!now) g_ops[cls].push_back(op);  // may throw: nothing counted yet
   ++r->queued_ops;
   flight_add(r);
-  const DevOp op{r, index, reply_after, send, buf, words, peer, tag, comm};
-  if (g_ops[cls].empty() && g_on_device[cls] < kSlotBudget[cls]) issue_op(op, cls);
-  else g_ops[cls].push_back(op);
+  if (now) issue_op(op, cls);
 }
 
 void release_slot(ShadowReq* r, int index) {
@@ -657,23 +660,23 @@ void p2p_start_send(ShadowReq* r) {
   const communicatorId id = cs->id;
   BaseBuffer* env = &env_buffer(r);
   const unsigned env_words = envelope_words(e);
-  queue_op(r, 0, kLocal, false, true, env, env_words, peer, kEnvTag, id);
-  if (payload != 0) {
-    BaseBuffer* b = &r->held.wrap(src, payload / 4, dataType::int32);
-    r->payload_buf = b;
-    if (!rndv) {
-      const uint32_t tag = e.seq;
-      const unsigned words = static_cast<unsigned>(payload / 4);
-      if (early) ++g_early_reserved;
-      queue_op(r, 1, early ? kEarly : kLocal, false, true, b, words, peer, tag, id);
-    }
-  }
+  // Whatever can throw comes before the first queue_op(), which may put the
+  // envelope on the device at once: a send that failed after that point
+  // could not be taken back (its caller frees the request).
+  if (payload != 0) r->payload_buf = &r->held.wrap(src, payload / 4, dataType::int32);
   if (rndv || r->mode == SendMode::sync) {
     // The receiver's reply releases the payload / completes the synchronous send.
     r->awaiting_reply = true;
     cs->awaiting.push_back(r);
     ++cs->demand;
     ensure_pull(cs, false);
+  }
+  queue_op(r, 0, kLocal, false, true, env, env_words, peer, kEnvTag, id);
+  if (payload != 0 && !rndv) {
+    const uint32_t tag = e.seq;
+    const unsigned words = static_cast<unsigned>(payload / 4);
+    if (early) ++g_early_reserved;
+    queue_op(r, 1, early ? kEarly : kLocal, false, true, r->payload_buf, words, peer, tag, id);
   }
   pump_ops();
 }
