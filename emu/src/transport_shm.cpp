@@ -1179,9 +1179,10 @@ class ShmLink final : public Link {
     return wait_for_space(pos, need, deadline);
   }
 
+  // Called when wait_space() found no room; every loop below looks again
+  // before it waits.
   [[gnu::noinline]] Wait wait_for_space(uint64_t pos, size_t need, Clock::time_point deadline) {
     auto ready = [&] { return free_space(pos, need) >= need; };
-    if (ready()) return Wait::ready;
     // The receiver may be a host thread sending to us just the same (the
     // exchanges of an allreduce): consuming its messages meanwhile frees its
     // ring while it frees ours, with no reader thread woken on either side.
