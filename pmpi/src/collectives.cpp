@@ -138,7 +138,7 @@ void wait_collective(Request& dev) {
   State& st = state();
   for (;;) {
     {
-      std::lock_guard<std::mutex> lock(st.mu);
+      std::lock_guard lock(st.mu);
       progress_locked();
       if (dev.test()) return;
     }
@@ -159,7 +159,7 @@ int run(Call call, MPI_Comm comm, CommState* cs, MPI_Request* req, Issue&& issue
   std::string text;
   int code = MPI_SUCCESS;
   {
-    std::lock_guard<std::mutex> lock(st.mu);
+    std::lock_guard lock(st.mu);
     try {
       dev = issue(held, post);
       if (req != nullptr) {
@@ -188,7 +188,7 @@ int run(Call call, MPI_Comm comm, CommState* cs, MPI_Request* req, Issue&& issue
     code = error_code_from_current_exception(call, &text);
   }
   {
-    std::lock_guard<std::mutex> lock(st.mu);
+    std::lock_guard lock(st.mu);
     if (code == MPI_SUCCESS) run_post_copy(post);
     held.release();
   }

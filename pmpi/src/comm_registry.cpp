@@ -57,7 +57,7 @@ void destroy(CommState* cs) {
 int comm_delete_fn(MPI_Comm, int, void* attr, void*) {
   State& st = state();
   if (st.torn_down || attr == nullptr) return MPI_SUCCESS;  // teardown already freed everything
-  std::lock_guard<std::mutex> lock(st.mu);
+  std::lock_guard lock(st.mu);
   auto* cs = static_cast<CommState*>(attr);
   cs->freed = true;
   cs->comm = MPI_COMM_NULL;
@@ -77,7 +77,7 @@ CommState* new_state(MPI_Comm comm, Reason native_reason) {
 void attach(MPI_Comm comm, CommState* cs) {
   State& st = state();
   {
-    std::lock_guard<std::mutex> lock(st.mu);
+    std::lock_guard lock(st.mu);
     link_all(cs);
   }
   PMPI_Comm_set_attr(comm, st.comm_keyval, cs);
@@ -127,7 +127,7 @@ bool create_accl_comm(MPI_Comm comm, CommState* cs) {
     PMPI_Allreduce(&proposal, &agreed, 1, MPI_UINT32_T, MPI_MAX, comm);
     int ok[2] = {0, 0};  // [0] id claimed here, [1] ACCL communicator created here
     {
-      std::lock_guard<std::mutex> lock(st.mu);
+      std::lock_guard lock(st.mu);
       // Claim: no id >= next_ctx is in use on this rank. Fails only when
       // another thread created a comm between our proposal and now.
       if (agreed >= st.next_ctx.load()) {
@@ -152,7 +152,7 @@ bool create_accl_comm(MPI_Comm comm, CommState* cs) {
       return true;
     }
     if (ok[1]) {
-      std::lock_guard<std::mutex> lock(st.mu);
+      std::lock_guard lock(st.mu);
       try {
         st.accl->free_communicator(cs->id);
       } catch (const std::exception&) {
@@ -185,7 +185,7 @@ void comm_registry_init() {
   cs->p2p = cs->accl && st.s.p2p && st.can_p2p;
   cs->send_seq.assign(static_cast<size_t>(cs->size), 0);
   cs->recv_expect.assign(static_cast<size_t>(cs->size), 0);
-  std::lock_guard<std::mutex> lock(st.mu);
+  std::lock_guard lock(st.mu);
   link_all(cs);
   st.world = cs;
 }
@@ -258,7 +258,7 @@ void comm_created(MPI_Comm newcomm) {
 
 void comm_registry_teardown() {
   State& st = state();
-  std::lock_guard<std::mutex> lock(st.mu);
+  std::lock_guard lock(st.mu);
   while (g_all != nullptr) {
     CommState* cs = g_all;
     cs->pull.reset();

@@ -342,6 +342,9 @@ int self_delete_fn(MPI_Comm, int, void*, void*) {
 void bring_up() {
   State& st = state();
   if (st.initialized) return;
+  st.thread_level = MPI_THREAD_MULTIPLE;
+  PMPI_Query_thread(&st.thread_level);
+  st.mu.set_needed(st.thread_level == MPI_THREAD_MULTIPLE);
   PMPI_Comm_rank(MPI_COMM_WORLD, &st.world_rank);
   PMPI_Comm_size(MPI_COMM_WORLD, &st.world_size);
   log::set_thread_rank(st.world_rank);
@@ -391,7 +394,7 @@ void teardown() {
   if (st.s.stats) stats_print();
   g_native_only = true;
   {
-    std::lock_guard<std::mutex> lock(st.mu);
+    std::lock_guard lock(st.mu);
     requests_teardown();
     p2p_teardown();
     engine_teardown();
@@ -417,8 +420,8 @@ ACCL_PMPI_EXPORT int MPI_Init(int* argc, char*** argv) {
 }
 
 ACCL_PMPI_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
-  // The layer itself is thread-safe (State::mu), so the level MPI grants is
-  // passed on unchanged: it stays honest.
+  // The layer itself is thread-safe (State::mu, taken when MPI grants
+  // MULTIPLE), so the level MPI grants is passed on unchanged: it stays honest.
   const int rc = PMPI_Init_thread(argc, argv, required, provided);
   if (rc != MPI_SUCCESS) return rc;
   bring_up();

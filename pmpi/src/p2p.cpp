@@ -733,7 +733,7 @@ void p2p_drain() {
   PollPacer pacer;
   for (;;) {
     {
-      std::lock_guard<std::mutex> lock(st.mu);
+      std::lock_guard lock(st.mu);
       progress_locked();
       bool busy = false;
       for (ShadowReq* r = g_flight; r != nullptr; r = r->next_flight) busy = busy || r->user_freed;
@@ -822,7 +822,7 @@ int send_blocking(Call call, const void* buf, int count, MPI_Datatype type, uint
   State& st = state();
   ShadowReq* r = nullptr;
   try {
-    std::lock_guard<std::mutex> lock(st.mu);
+    std::lock_guard lock(st.mu);
     r = new_req(ReqKind::send, call, cs, comm, buf, count, type, bytes, dest, tag, mode);
     bool detach = false;
     if (mode != SendMode::sync && g_detached < kMaxDetached) {
@@ -853,7 +853,7 @@ int send_blocking(Call call, const void* buf, int count, MPI_Datatype type, uint
     }
   } catch (...) {
     if (r != nullptr) {
-      std::lock_guard<std::mutex> lock(st.mu);
+      std::lock_guard lock(st.mu);
       flight_remove(r);
       shadow_free(r);
     }
@@ -866,14 +866,14 @@ int send_blocking(Call call, const void* buf, int count, MPI_Datatype type, uint
 int start_nonblocking(ShadowReq* r, MPI_Request* request) {
   State& st = state();
   try {
-    std::lock_guard<std::mutex> lock(st.mu);
+    std::lock_guard lock(st.mu);
     if (r->kind == ReqKind::send) p2p_start_send(r);
     else p2p_start_recv(r);
   } catch (...) {
     const MPI_Comm comm = r->comm;
     const Call call = r->call;
     {
-      std::lock_guard<std::mutex> lock(st.mu);
+      std::lock_guard lock(st.mu);
       flight_remove(r);
       shadow_free(r);
     }
@@ -905,7 +905,7 @@ int p2p_send_entry(Call call, const void* buf, int count, MPI_Datatype type, int
   }
   scope.offloaded(bytes, comm);
   if (persistent) {
-    std::lock_guard<std::mutex> lock(state().mu);
+    std::lock_guard lock(state().mu);
     ShadowReq* r = new_req(ReqKind::send, call, cs, comm, buf, count, type, bytes, dest, tag, mode);
     r->persistent = true;
     *request = as_request(r);
@@ -914,7 +914,7 @@ int p2p_send_entry(Call call, const void* buf, int count, MPI_Datatype type, int
   if (request == nullptr) return send_blocking(call, buf, count, type, bytes, dest, tag, comm, cs, mode);
   ShadowReq* r;
   {
-    std::lock_guard<std::mutex> lock(state().mu);
+    std::lock_guard lock(state().mu);
     r = new_req(ReqKind::send, call, cs, comm, buf, count, type, bytes, dest, tag, mode);
   }
   return start_nonblocking(r, request);
@@ -938,7 +938,7 @@ int p2p_recv_entry(Call call, void* buf, int count, MPI_Datatype type, int sourc
   scope.offloaded(bytes, comm);
   ShadowReq* r;
   {
-    std::lock_guard<std::mutex> lock(state().mu);
+    std::lock_guard lock(state().mu);
     r = new_req(ReqKind::recv, call, cs, comm, buf, count, type, bytes, source, tag, SendMode::standard);
     if (persistent) {
       r->persistent = true;
@@ -1003,7 +1003,7 @@ int p2p_probe_entry(Call call, int source, int tag, MPI_Comm comm, bool blocking
   if (blocking) {
     wait_until(look);
   } else {
-    std::lock_guard<std::mutex> lock(st.mu);
+    std::lock_guard lock(st.mu);
     progress_locked();
     look();
   }
@@ -1028,7 +1028,7 @@ int p2p_mrecv_entry(Call call, void* buf, int count, MPI_Datatype type, MPI_Mess
   std::string text;
   int code = MPI_SUCCESS;
   {
-    std::lock_guard<std::mutex> lock(st.mu);
+    std::lock_guard lock(st.mu);
     r = new_req(ReqKind::recv, call, m->cs, m->comm, buf, count, type, bytes, m->env.src, m->env.tag,
                 SendMode::standard);
     r->active = true;

@@ -445,6 +445,30 @@ class CallScope {
 // ---------------------------------------------------------------------------
 // Global state
 // ---------------------------------------------------------------------------
+
+// The lock around the layer's state. Below MPI_THREAD_MULTIPLE, MPI lets only
+// one thread at a time into the library (SERIALIZED: the application orders
+// its threads' calls itself), and nothing but an MPI call touches this state,
+// so the lock is taken only when MPI granted MULTIPLE. It was one uncontended
+// lock and unlock per wait-loop round and per call, ~60 instructions each.
+class LayerMutex {
+ public:
+  void lock() {
+    if (needed_) mu_.lock();
+  }
+  void unlock() {
+    if (needed_) mu_.unlock();
+  }
+  // Called by bring_up() alone, before the layer takes the lock the first
+  // time: a lock taken before the switch would be released after it.
+  void set_needed(bool needed) { needed_ = needed; }
+  bool needed() const { return needed_; }
+
+ private:
+  std::mutex mu_;
+  bool needed_ = true;
+};
+
 struct State {
   Settings s;
   bool initialized = false;  // our MPI_Init ran
@@ -453,6 +477,7 @@ struct State {
   bool observe = false;      // stats, trace or a fallback policy other than silent
   int world_rank = 0;
   int world_size = 1;
+  int thread_level = MPI_THREAD_SINGLE;  // what MPI granted (PMPI_Query_thread)
   MPI_Comm private_comm = MPI_COMM_NULL;  // bring-up, agreement and teardown traffic
   std::unique_ptr<ACCL> accl;
   std::vector<rank_t> world_ranks;
@@ -466,7 +491,7 @@ struct State {
   int self_keyval = MPI_KEYVAL_INVALID;
   CommState* world = nullptr;
   std::atomic<uint32_t> next_ctx{64};
-  std::mutex mu;
+  LayerMutex mu;
   // error classes/codes (errors.cpp)
   int err_device = MPI_ERR_OTHER;
   int err_timeout = MPI_ERR_OTHER;

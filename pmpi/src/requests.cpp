@@ -206,7 +206,7 @@ struct NativePart {
 int request_finish(ShadowReq* r, MPI_Status* status) {
   Outcome o;
   {
-    std::lock_guard<std::mutex> lock(state().mu);
+    std::lock_guard lock(state().mu);
     o = take(r, status);
   }
   return report(o);
@@ -231,7 +231,7 @@ int test_one(MPI_Request* req, int* flag, MPI_Status* status) {
   ShadowReq* r = as_shadow(*req);
   bool done;
   {
-    std::lock_guard<std::mutex> lock(state().mu);
+    std::lock_guard lock(state().mu);
     progress_locked();
     done = ready(r);
   }
@@ -285,7 +285,7 @@ int waitall_mixed(int n, MPI_Request* reqs, MPI_Status* statuses) {
   for (;;) {
     bool shadows_done = true;
     {
-      std::lock_guard<std::mutex> lock(st.mu);
+      std::lock_guard lock(st.mu);
       progress_locked();
       for (int i = 0; i < n && shadows_done; ++i)
         if (is_shadow(reqs[i]) && !ready(as_shadow(reqs[i]))) shadows_done = false;
@@ -305,7 +305,7 @@ int waitall_mixed(int n, MPI_Request* reqs, MPI_Status* statuses) {
     for (size_t k = 0; k < nat.where.size(); ++k) statuses[nat.where[k]] = nat.statuses[k];
   Outcome first;
   {
-    std::lock_guard<std::mutex> lock(st.mu);
+    std::lock_guard lock(st.mu);
     for (int i = 0; i < n; ++i)
       if (is_shadow(reqs[i])) take_into(reqs, i, status_at(statuses, i), &first);
   }
@@ -316,7 +316,7 @@ int testall_mixed(int n, MPI_Request* reqs, int* flag, MPI_Status* statuses) {
   State& st = state();
   bool shadows_done = true;
   {
-    std::lock_guard<std::mutex> lock(st.mu);
+    std::lock_guard lock(st.mu);
     progress_locked();
     for (int i = 0; i < n && shadows_done; ++i)
       if (is_shadow(reqs[i]) && !ready(as_shadow(reqs[i]))) shadows_done = false;
@@ -343,7 +343,7 @@ int testall_mixed(int n, MPI_Request* reqs, int* flag, MPI_Status* statuses) {
   *flag = 1;
   Outcome first;
   {
-    std::lock_guard<std::mutex> lock(st.mu);
+    std::lock_guard lock(st.mu);
     for (int i = 0; i < n; ++i)
       if (is_shadow(reqs[i])) take_into(reqs, i, status_at(statuses, i), &first);
   }
@@ -357,7 +357,7 @@ bool any_pass(int n, MPI_Request* reqs, int* index, MPI_Status* status, int* rc)
   int active_shadows = 0;
   Outcome first;
   {
-    std::lock_guard<std::mutex> lock(st.mu);
+    std::lock_guard lock(st.mu);
     progress_locked();
     for (int i = 0; i < n; ++i) {
       if (!is_shadow(reqs[i])) continue;
@@ -419,7 +419,7 @@ bool some_pass(int n, MPI_Request* reqs, int* outcount, int* indices, MPI_Status
   int active_shadows = 0;
   Outcome first;
   {
-    std::lock_guard<std::mutex> lock(st.mu);
+    std::lock_guard lock(st.mu);
     progress_locked();
     for (int i = 0; i < n; ++i) {
       if (!is_shadow(reqs[i])) continue;
@@ -517,7 +517,7 @@ ACCL_PMPI_EXPORT int MPI_Testsome(int n, MPI_Request reqs[], int* outcount, int 
 ACCL_PMPI_EXPORT int MPI_Request_get_status(MPI_Request req, int* flag, MPI_Status* status) {
   if (ACCL_LIKELY(g_native_only) || !is_shadow(req)) return PMPI_Request_get_status(req, flag, status);
   ShadowReq* r = as_shadow(req);
-  std::lock_guard<std::mutex> lock(state().mu);
+  std::lock_guard lock(state().mu);
   progress_locked();
   if (!r->active) {
     *flag = 1;
@@ -538,7 +538,7 @@ ACCL_PMPI_EXPORT int MPI_Request_free(MPI_Request* req) {
   if (ACCL_LIKELY(g_native_only) || !is_shadow(*req)) return PMPI_Request_free(req);
   ShadowReq* r = as_shadow(*req);
   {
-    std::lock_guard<std::mutex> lock(state().mu);
+    std::lock_guard lock(state().mu);
     if (!r->active || r->complete) shadow_free(r);
     else r->user_freed = true;  // freed by progress once the operation completes
   }
@@ -548,7 +548,7 @@ ACCL_PMPI_EXPORT int MPI_Request_free(MPI_Request* req) {
 
 ACCL_PMPI_EXPORT int MPI_Cancel(MPI_Request* req) {
   if (ACCL_LIKELY(g_native_only) || !is_shadow(*req)) return PMPI_Cancel(req);
-  std::lock_guard<std::mutex> lock(state().mu);
+  std::lock_guard lock(state().mu);
   // Only a receive that has not matched yet can be cancelled; sends and
   // matched receives complete normally (MPI allows a cancel to fail).
   p2p_cancel(as_shadow(*req));
@@ -561,7 +561,7 @@ ACCL_PMPI_EXPORT int MPI_Start(MPI_Request* req) {
   std::string text;
   int code = MPI_SUCCESS;
   {
-    std::lock_guard<std::mutex> lock(state().mu);
+    std::lock_guard lock(state().mu);
     try {
       if (r->kind == ReqKind::send) p2p_start_send(r);
       else p2p_start_recv(r);

@@ -86,6 +86,18 @@ void CallScope::offloaded(uint64_t bytes, MPI_Comm comm) {
   comm_ = comm;
 }
 
+namespace {
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "single";
+    case MPI_THREAD_FUNNELED: return "funneled";
+    case MPI_THREAD_SERIALIZED: return "serialized";
+    case MPI_THREAD_MULTIPLE: return "multiple";
+    default: return "unknown";
+  }
+}
+}  // namespace
+
 void stats_print() {
   State& st = state();
   constexpr size_t kCells = kNumCalls * kNumReasons * 3;
@@ -106,9 +118,10 @@ void stats_print() {
   std::string out;
   char line[512];
   std::snprintf(line, sizeof line,
-                "[accl-pmpi] ACCL_STATS (summed over %d ranks; device %s)\n"
+                "[accl-pmpi] ACCL_STATS (summed over %d ranks; device %s; MPI thread level %s, layer lock %s)\n"
                 "%-26s %10s %10s %10s %14s %14s %11s %11s  %s\n",
-                st.world_size, st.active ? st.s.device.c_str() : "none", "call", "calls", "offloaded", "native",
+                st.world_size, st.active ? st.s.device.c_str() : "none", thread_level_name(st.thread_level),
+                st.mu.needed() ? "on" : "off", "call", "calls", "offloaded", "native",
                 "bytes offload", "bytes native", "ms offload", "ms native", "native by reason");
   out += line;
   for (size_t c = 0; c < kNumCalls; ++c) {

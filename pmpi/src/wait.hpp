@@ -18,7 +18,7 @@ void wait_until(F&& done) {
   PollPacer pacer;
   for (;;) {
     {
-      std::lock_guard<std::mutex> lock(st.mu);
+      std::lock_guard lock(st.mu);
       progress_locked();
       if (done()) return;
     }
