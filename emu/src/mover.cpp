@@ -69,17 +69,17 @@ uint32_t Mover::plan(const fw::Move& m, Plan& p) {
   auto word = [&](uint32_t i) { return xmem_.load(m.arcfg + 4 * i); };
   const uint32_t u = word(abi::kArithUncompressedBytes), c = word(abi::kArithCompressedBytes);
   if (u == 0 || c == 0 || u > 8 || c > 8) return abi::kArithError;
-  const uint32_t compressor = word(abi::kArithCompressorId), decompressor = word(abi::kArithDecompressorId);
 
   auto bytes_of = [&](bool compressed) { return compressed ? c : u; };
   // Conversion between the uncompressed and compressed types: only fp32 <->
-  // fp16 lanes exist; with equal sizes the types are the same.
+  // fp16 lanes exist; with equal sizes the types are the same. The lane ids
+  // are read only for a conversion (most moves convert nothing).
   uint32_t err = 0;
   auto conv = [&](bool from_c, bool to_c) {
     if (from_c == to_c || u == c) return Conv::none;
     if (u == 4 && c == 2) {
-      if (!from_c && compressor == abi::kLaneF32ToF16) return Conv::f32_to_f16;
-      if (from_c && decompressor == abi::kLaneF16ToF32) return Conv::f16_to_f32;
+      if (!from_c && word(abi::kArithCompressorId) == abi::kLaneF32ToF16) return Conv::f32_to_f16;
+      if (from_c && word(abi::kArithDecompressorId) == abi::kLaneF16ToF32) return Conv::f16_to_f32;
     }
     err |= abi::kCompressionError;
     return Conv::none;

@@ -63,7 +63,7 @@ ReceiveSink::ReceiveSink(ExchangeMemory& xmem, DeviceMemory& memory, KernelStrea
 
 ReceiveSink::~ReceiveSink() = default;
 
-void ReceiveSink::push_arrival(fw::Arrival a) {
+void ReceiveSink::push_arrival(const fw::Arrival& a) {
   arrivals_.push_back(a);
   arrival_count_.fetch_add(1, std::memory_order_acq_rel);
 }

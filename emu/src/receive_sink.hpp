@@ -145,7 +145,7 @@ class ReceiveSink final : public Sink {
   // The open window of the transfer that rendezvous message `h` from `peer`
   // belongs to (peer, ctx, rid), or windows_.end(). Holds mutex_.
   std::vector<OpenWindow>::iterator window_of(const NetAddress& peer, const abi::WireHeader& h);
-  void push_arrival(fw::Arrival a);  // holds mutex_
+  void push_arrival(const fw::Arrival& a);  // holds mutex_
   // In-flight records are recycled with their map node (and the write lease
   // when nobody else holds it any more), so a rendezvous transfer allocates
   // nothing once the sink has seen as many at once as it ever will. Both hold mutex_.

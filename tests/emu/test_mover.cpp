@@ -77,6 +77,11 @@ TEST_F(EmuMover, BadAddressesGiveDmaErrorsNotCrashes) {
   auto c = copy_move(4, src.address, src.address, 0x1100);
   c.res.compressed = true;
   EXPECT_EQ(dp.move(c), static_cast<uint32_t>(abi::kCompressionError));
+  // fp16 -> fp32 needs the decompressor lane (the mover reads each lane's id
+  // only for a move that converts that way).
+  auto dc = copy_move(4, src.address, src.address, 0x1100);
+  dc.op0.compressed = true;
+  EXPECT_EQ(dp.move(dc), static_cast<uint32_t>(abi::kCompressionError));
 }
 
 TEST_F(EmuMover, ReduceEveryFunctionInPlace) {
