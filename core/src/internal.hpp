@@ -107,8 +107,9 @@ class CallRequest final : public Request {
   const DeviceContext* context() const { return params_.context.get(); }
 
  private:
-  // Collects the result of a call the device reports complete (once).
-  void finish();
+  // Collects the result of a call the device reports complete (once);
+  // `collected`: its result, already read from the device (test_result).
+  void finish(const CallResult* collected = nullptr);
   // Finishes the completed, still queued calls this one waits for
   // (transitively), deepest first, holding one request's lock at a time.
   void finish_dependencies();
