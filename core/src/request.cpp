@@ -18,10 +18,9 @@ void DeviceContext::release_when_complete(CallId id) {
   orphan_count_.store(orphans_.size(), std::memory_order_release);
 }
 
-void DeviceContext::release_completed_orphans() {
+void DeviceContext::release_orphans_that_completed() {
   // An orphan added concurrently and missed here is released by a later
   // launch, as one still running would be.
-  if (orphan_count_.load(std::memory_order_acquire) == 0) return;
   std::lock_guard lock(orphan_mutex_);
   if (orphans_.empty()) return;
   auto still_running = std::remove_if(orphans_.begin(), orphans_.end(), [this](CallId id) {
