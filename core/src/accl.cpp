@@ -224,6 +224,8 @@ class Call {
 
   const Checker check;
   encoding::CallSpec spec;
+  // A call with one range to sync sets it by element (inputs[0] = ...):
+  // assigning a braced list built a temporary pair and moved both ranges.
   Syncs inputs;
   Syncs outputs;
 
@@ -547,8 +549,8 @@ RequestPtr ACCL::copy(BaseBuffer& src, BaseBuffer& dst, unsigned int count, bool
   call.check.buffer("dst", dst, count);
   call.spec = {.scenario = abi::kCopy, .count = count, .comm_address = call.check.comm(GLOBAL_COMM).address,
                .op0 = memory_operand(src), .result = memory_operand(dst)};
-  call.inputs = {input(src, count, from_fpga)};
-  call.outputs = {output(dst, count, to_fpga)};
+  call.inputs[0] = input(src, count, from_fpga);
+  call.outputs[0] = output(dst, count, to_fpga);
   return call.issue(waitfor, run_async);
 }
 
@@ -558,7 +560,7 @@ RequestPtr ACCL::copy_to_stream(BaseBuffer& src, unsigned int count, bool from_f
   call.check.buffer("src", src, count);
   call.spec = {.scenario = abi::kCopy, .count = count, .comm_address = call.check.comm(GLOBAL_COMM).address,
                .op0 = memory_operand(src), .result = stream_operand(src.type())};
-  call.inputs = {input(src, count, from_fpga)};
+  call.inputs[0] = input(src, count, from_fpga);
   return call.issue(waitfor, run_async);
 }
 
@@ -568,7 +570,7 @@ RequestPtr ACCL::copy_from_stream(BaseBuffer& dst, unsigned int count, bool to_f
   call.check.buffer("dst", dst, count);
   call.spec = {.scenario = abi::kCopy, .count = count, .comm_address = call.check.comm(GLOBAL_COMM).address,
                .op0 = stream_operand(dst.type()), .result = memory_operand(dst)};
-  call.outputs = {output(dst, count, to_fpga)};
+  call.outputs[0] = output(dst, count, to_fpga);
   return call.issue(waitfor, run_async);
 }
 
@@ -584,7 +586,7 @@ RequestPtr ACCL::combine(unsigned int count, reduceFunction function, BaseBuffer
                .function = static_cast<uint32_t>(function), .op0 = memory_operand(val1), .op1 = memory_operand(val2),
                .result = memory_operand(result)};
   call.inputs = {input(val1, count, val1_from_fpga), input(val2, count, val2_from_fpga)};
-  call.outputs = {output(result, count, to_fpga)};
+  call.outputs[0] = output(result, count, to_fpga);
   return call.issue(waitfor, run_async);
 }
 
@@ -596,7 +598,7 @@ RequestPtr ACCL::send(BaseBuffer& src, unsigned int count, unsigned int dst, uns
   call.check.buffer("src", src, count);
   call.spec = {.scenario = abi::kSend, .count = count, .comm_address = c.address, .root_src_dst = dst, .tag = tag,
                .op0 = memory_operand(src), .compress_dtype = compress_dtype};
-  call.inputs = {input(src, count, from_fpga)};
+  call.inputs[0] = input(src, count, from_fpga);
   return call.issue(waitfor, run_async);
 }
 
@@ -623,7 +625,7 @@ RequestPtr ACCL::stream_put(BaseBuffer& src, unsigned int count, unsigned int ds
   call.spec = {.scenario = abi::kSend, .count = count, .comm_address = c.address, .root_src_dst = dst,
                .tag = stream_id, .op0 = memory_operand(src), .result = stream_operand(src.type()),
                .compress_dtype = compress_dtype};
-  call.inputs = {input(src, count, from_fpga)};
+  call.inputs[0] = input(src, count, from_fpga);
   return call.issue(waitfor, run_async);
 }
 
@@ -635,7 +637,7 @@ RequestPtr ACCL::recv(BaseBuffer& dst, unsigned int count, unsigned int src, uns
   call.check.buffer("dst", dst, count);
   call.spec = {.scenario = abi::kRecv, .count = count, .comm_address = c.address, .root_src_dst = src, .tag = tag,
                .result = memory_operand(dst), .compress_dtype = compress_dtype};
-  call.outputs = {output(dst, count, to_fpga)};
+  call.outputs[0] = output(dst, count, to_fpga);
   return call.issue(waitfor, run_async);
 }
 
@@ -664,8 +666,8 @@ RequestPtr ACCL::bcast(BaseBuffer& buf, unsigned int count, unsigned int root, c
                .op0 = memory_operand(buf), .result = memory_operand(buf), .compress_dtype = compress_dtype};
   // Only the root's data goes out; only the others' buffers change.
   const bool is_root = c.local_rank == root;
-  call.inputs = {input(buf, is_root ? count : 0, from_fpga)};
-  call.outputs = {output(buf, is_root ? 0 : count, to_fpga)};
+  call.inputs[0] = input(buf, is_root ? count : 0, from_fpga);
+  call.outputs[0] = output(buf, is_root ? 0 : count, to_fpga);
   return call.issue(waitfor, run_async);
 }
 
@@ -681,8 +683,8 @@ RequestPtr ACCL::scatter(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned int 
   call.check.buffer("recvbuf", recvbuf, count);
   call.spec = {.scenario = abi::kScatter, .count = count, .comm_address = c.address, .root_src_dst = root,
                .op0 = memory_operand(sendbuf), .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
-  call.inputs = {input(sendbuf, is_root ? all : 0, from_fpga)};
-  call.outputs = {output(recvbuf, count, to_fpga)};
+  call.inputs[0] = input(sendbuf, is_root ? all : 0, from_fpga);
+  call.outputs[0] = output(recvbuf, count, to_fpga);
   return call.issue(waitfor, run_async);
 }
 
@@ -698,8 +700,8 @@ RequestPtr ACCL::gather(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned int c
   call.check.buffer("recvbuf", recvbuf, is_root ? all : 0, "count x communicator size on the root");
   call.spec = {.scenario = abi::kGather, .count = count, .comm_address = c.address, .root_src_dst = root,
                .op0 = memory_operand(sendbuf), .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
-  call.inputs = {input(sendbuf, count, from_fpga)};
-  call.outputs = {output(recvbuf, is_root ? all : 0, to_fpga)};
+  call.inputs[0] = input(sendbuf, count, from_fpga);
+  call.outputs[0] = output(recvbuf, is_root ? all : 0, to_fpga);
   return call.issue(waitfor, run_async);
 }
 
@@ -713,8 +715,8 @@ RequestPtr ACCL::allgather(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned in
   call.check.buffer("recvbuf", recvbuf, all, "count x communicator size");
   call.spec = {.scenario = abi::kAllgather, .count = count, .comm_address = c.address, .op0 = memory_operand(sendbuf),
                .op1 = memory_operand(recvbuf), .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
-  call.inputs = {input(sendbuf, count, from_fpga)};
-  call.outputs = {output(recvbuf, all, to_fpga)};
+  call.inputs[0] = input(sendbuf, count, from_fpga);
+  call.outputs[0] = output(recvbuf, all, to_fpga);
   return call.issue(waitfor, run_async);
 }
 
@@ -731,8 +733,8 @@ RequestPtr ACCL::reduce(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned int c
   call.spec = {.scenario = abi::kReduce, .count = count, .comm_address = c.address, .root_src_dst = root,
                .function = static_cast<uint32_t>(func), .op0 = memory_operand(sendbuf),
                .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
-  call.inputs = {input(sendbuf, count, from_fpga)};
-  call.outputs = {output(recvbuf, is_root ? count : 0, to_fpga)};
+  call.inputs[0] = input(sendbuf, count, from_fpga);
+  call.outputs[0] = output(recvbuf, is_root ? count : 0, to_fpga);
   return call.issue(waitfor, run_async);
 }
 
@@ -747,8 +749,8 @@ RequestPtr ACCL::allreduce(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned in
   call.spec = {.scenario = abi::kAllreduce, .count = count, .comm_address = c.address,
                .function = static_cast<uint32_t>(func), .op0 = memory_operand(sendbuf), .op1 = memory_operand(recvbuf),
                .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
-  call.inputs = {input(sendbuf, count, from_fpga)};
-  call.outputs = {output(recvbuf, count, to_fpga)};
+  call.inputs[0] = input(sendbuf, count, from_fpga);
+  call.outputs[0] = output(recvbuf, count, to_fpga);
   return call.issue(waitfor, run_async);
 }
 
@@ -764,8 +766,8 @@ RequestPtr ACCL::reduce_scatter(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsign
   call.spec = {.scenario = abi::kReduceScatter, .count = count, .comm_address = c.address,
                .function = static_cast<uint32_t>(func), .op0 = memory_operand(sendbuf),
                .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
-  call.inputs = {input(sendbuf, all, from_fpga)};
-  call.outputs = {output(recvbuf, count, to_fpga)};
+  call.inputs[0] = input(sendbuf, all, from_fpga);
+  call.outputs[0] = output(recvbuf, count, to_fpga);
   return call.issue(waitfor, run_async);
 }
 
@@ -780,8 +782,8 @@ RequestPtr ACCL::alltoall(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned int
   call.check.buffer("recvbuf", recvbuf, all, "count x communicator size");
   call.spec = {.scenario = abi::kAlltoall, .count = count, .comm_address = c.address, .op0 = memory_operand(sendbuf),
                .op1 = memory_operand(recvbuf), .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
-  call.inputs = {input(sendbuf, all, from_fpga)};
-  call.outputs = {output(recvbuf, all, to_fpga)};
+  call.inputs[0] = input(sendbuf, all, from_fpga);
+  call.outputs[0] = output(recvbuf, all, to_fpga);
   return call.issue(waitfor, run_async);
 }
 

@@ -44,13 +44,9 @@ BufferStorage::~BufferStorage() {
   std::free(owned_host);
 }
 
-void SyncRange::to_device() const {
-  if (bytes != 0) storage->context->device->copy_to_device(address, host, bytes);
-}
+void SyncRange::copy_to_device() const { storage->context->device->copy_to_device(address, host, bytes); }
 
-void SyncRange::from_device() const {
-  if (bytes != 0) storage->context->device->copy_from_device(address, host, bytes);
-}
+void SyncRange::copy_from_device() const { storage->context->device->copy_from_device(address, host, bytes); }
 
 SyncRange BufferAccess::range(const BaseBuffer& buffer, uint64_t elements) {
   SyncRange r;

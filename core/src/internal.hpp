@@ -30,9 +30,14 @@ struct DeviceContext {
   // Calls whose Request was dropped before they completed: the device may
   // only release a completed call, so they are released later.
   void release_when_complete(CallId id);
-  void release_completed_orphans();
+  // Inline: every launch asks, and there almost never are any.
+  void release_completed_orphans() {
+    if (orphan_count_.load(std::memory_order_acquire) != 0) release_orphans_that_completed();
+  }
 
  private:
+  void release_orphans_that_completed();
+
   std::mutex orphan_mutex_;
   std::vector<CallId> orphans_;
   // orphans_.size(), readable without the mutex: every launch checks for
@@ -61,8 +66,16 @@ struct SyncRange {
   size_t bytes = 0;
 
   bool empty() const { return bytes == 0; }
-  void to_device() const;
-  void from_device() const;
+  // Inline: most calls have an empty range or two (host-only buffers, unused
+  // operands) and skip the copy without a call.
+  void to_device() const {
+    if (bytes != 0) copy_to_device();
+  }
+  void from_device() const {
+    if (bytes != 0) copy_from_device();
+  }
+  void copy_to_device() const;
+  void copy_from_device() const;
 };
 
 // Access to BaseBuffer's private parts for the driver.
@@ -107,8 +120,9 @@ class CallRequest final : public Request {
   const DeviceContext* context() const { return params_.context.get(); }
 
  private:
-  // Collects the result of a call the device reports complete (once).
-  void finish();
+  // Collects the result of a call the device reports complete (once);
+  // `collected`: its result, already read from the device (test_result).
+  void finish(const CallResult* collected = nullptr);
   // Finishes the completed, still queued calls this one waits for
   // (transitively), deepest first, holding one request's lock at a time.
   void finish_dependencies();

@@ -18,10 +18,9 @@ void DeviceContext::release_when_complete(CallId id) {
   orphan_count_.store(orphans_.size(), std::memory_order_release);
 }
 
-void DeviceContext::release_completed_orphans() {
+void DeviceContext::release_orphans_that_completed() {
   // An orphan added concurrently and missed here is released by a later
   // launch, as one still running would be.
-  if (orphan_count_.load(std::memory_order_acquire) == 0) return;
   std::lock_guard lock(orphan_mutex_);
   if (orphans_.empty()) return;
   auto still_running = std::remove_if(orphans_.begin(), orphans_.end(), [this](CallId id) {
@@ -81,14 +80,14 @@ void CallRequest::finish_dependencies() {
   for (auto it = order.rbegin(); it != order.rend(); ++it) (*it)->finish();
 }
 
-void CallRequest::finish() {
+void CallRequest::finish(const CallResult* collected) {
   // Without this, the loop below recursed through a long chain holding every
   // link's lock at once (a 100-call chain: 100 mutexes, more than
   // ThreadSanitizer can track; core-async LongNopChain under TSan).
   finish_dependencies();
   std::lock_guard lock(finish_mutex_);
   if (state_.load(std::memory_order_relaxed) != State::queued) return;
-  const CallResult result = params_.context->device->result(params_.id);
+  const CallResult result = collected != nullptr ? *collected : params_.context->device->result(params_.id);
   const bool ok = result.retcode == 0;
   if (ok) {
     // The device ran this call only after its waitfor calls completed; collect
@@ -142,8 +141,10 @@ bool CallRequest::wait(std::chrono::milliseconds timeout) {
 
 bool CallRequest::test() {
   if (state() == State::queued) {
-    if (!params_.context->device->test(params_.id)) return false;
-    finish();
+    // One device trip for "done?" and the result (a poller's common case).
+    CallResult result;
+    if (!params_.context->device->test_result(params_.id, result)) return false;
+    finish(&result);
   }
   throw_if_failed();
   return true;

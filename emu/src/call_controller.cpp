@@ -226,17 +226,14 @@ bool CallController::test_locked(CallId id) {
 }
 
 CallResult CallController::result(CallId id) {
-  if (id != 0) {
-    // The common case, the caller collecting a call it just saw complete,
-    // without the mutex (as test()): the result was written before `done`
-    // was set (release), and the entry cannot be reused before the caller
-    // releases `id`. The id is read again after the copy so that a caller
-    // who released it concurrently gets the checked path below.
-    const Entry* e = recent_[id % kRecentCalls].load(std::memory_order_acquire);
-    if (e != nullptr && e->id.load(std::memory_order_acquire) == id && e->done.load(std::memory_order_acquire)) {
-      const CallResult result = e->result;
-      if (e->id.load(std::memory_order_acquire) == id) return result;
-    }
+  // The common case, the caller collecting a call it just saw complete,
+  // without the mutex (as test()): the result was written before `done`
+  // was set (release), and the entry cannot be reused before the caller
+  // releases `id`. The id is read again after the copy so that a caller
+  // who released it concurrently gets the checked path below.
+  if (const Entry* e = recent(id); e != nullptr && e->done.load(std::memory_order_acquire)) {
+    const CallResult result = e->result;
+    if (e->id.load(std::memory_order_acquire) == id) return result;
   }
   std::lock_guard<std::mutex> lock(mutex_);
   Entry* e = find(id);
@@ -244,6 +241,12 @@ CallResult CallController::result(CallId id) {
   if (!e->done.load(std::memory_order_acquire))
     throw std::logic_error("emulated CCLO: result of call " + std::to_string(id) + " which has not completed");
   return e->result;
+}
+
+bool CallController::test_result_locked(CallId id, CallResult& out) {
+  if (!test_locked(id)) return false;
+  out = this->result(id);
+  return true;
 }
 
 void CallController::release(CallId id) {

@@ -49,6 +49,10 @@ class CallController {
   // call is still running. Lock-free for a completed call among the last
   // kRecentCalls started (every call's driver collects its result once).
   CallResult result(CallId id);
+  // test() and, if complete, result() in one look at the entry (lock-free
+  // for the last kRecentCalls calls started); throws as those two do.
+  // Inline, below: pollers call it on every round.
+  bool test_result(CallId id, CallResult& out);
   void release(CallId id);
 
   // Lock-free completion check of one call for threads that poll (a host
@@ -98,6 +102,10 @@ class CallController {
   };
 
   bool test_locked(CallId id);           // test() beyond the recent calls
+  bool test_result_locked(CallId id, CallResult& out);  // test_result() beyond them
+  // The entry of a recent call `id` when it still holds that call, else
+  // nullptr (the caller asks under the mutex).
+  const Entry* recent(CallId id) const;
   Entry* find(CallId id);                // caller holds mutex_
   Entry* acquire_entry(CallId id);       // caller holds mutex_; registers `id`
   void retire(Entry& e);                 // caller holds mutex_; back to the pool
@@ -134,15 +142,32 @@ class CallController {
   std::atomic<size_t> ready_count_{0};
 };
 
+inline const CallController::Entry* CallController::recent(CallId id) const {
+  if (id == 0) return nullptr;
+  const Entry* e = recent_[id % kRecentCalls].load(std::memory_order_acquire);
+  return e != nullptr && e->id.load(std::memory_order_acquire) == id ? e : nullptr;
+}
+
 inline bool CallController::test(CallId id) {
-  if (id != 0) {
-    // The entry still holds call `id` (ids are set only for started calls):
-    // its done flag is the answer. If it was released and reused meanwhile,
-    // the flag may read false for a completed call: the caller asks again.
-    const Entry* e = recent_[id % kRecentCalls].load(std::memory_order_acquire);
-    if (e != nullptr && e->id.load(std::memory_order_acquire) == id) return e->done.load(std::memory_order_acquire);
-  }
+  // The entry still holds call `id` (ids are set only for started calls):
+  // its done flag is the answer. If it was released and reused meanwhile,
+  // the flag may read false for a completed call: the caller asks again.
+  if (const Entry* e = recent(id)) return e->done.load(std::memory_order_acquire);
   return test_locked(id);
+}
+
+inline bool CallController::test_result(CallId id, CallResult& out) {
+  // Lock-free as test() and result() (see there): a running call answers
+  // false at once, a completed one its result, read as result() reads it.
+  if (const Entry* e = recent(id)) {
+    if (!e->done.load(std::memory_order_acquire)) return false;
+    const CallResult result = e->result;
+    if (e->id.load(std::memory_order_acquire) == id) {
+      out = result;
+      return true;
+    }
+  }
+  return test_result_locked(id, out);
 }
 
 }  // namespace accl::emu

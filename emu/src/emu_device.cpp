@@ -282,8 +282,9 @@ CallId EmuDevice::start(const CallWords& call, std::span<const CallId> waitfor) 
   return id;
 }
 
-bool EmuDevice::test(CallId id) {
-  if (calls_.test(id)) return true;
+template <typename IsDone>
+bool EmuDevice::poll_call(IsDone&& is_done) {
+  if (is_done()) return true;
   if (program_ == nullptr) return false;
   // Pollers (e.g. the PMPI layer's wait loop) make progress with each test:
   // they take complete inbound messages off the transports themselves (no
@@ -299,7 +300,7 @@ bool EmuDevice::test(CallId id) {
     // do: a pass now would find nothing either. Skipping it keeps an empty
     // poll cheap, so a poller notices an arrival sooner.
     doorbell_.leave_driving(seen, /*pending=*/false, /*idle_pass=*/false);
-    return calls_.test(id);
+    return is_done();
   }
   bool pending = delivered;  // handed to the firmware thread unless our passes took care of it
   bool idle_pass = false;
@@ -309,7 +310,15 @@ bool EmuDevice::test(CallId id) {
     idle_pass = !progressed;
   }
   doorbell_.leave_driving(seen, pending, idle_pass);
-  return calls_.test(id);
+  return is_done();
+}
+
+bool EmuDevice::test(CallId id) {
+  return poll_call([&] { return calls_.test(id); });
+}
+
+bool EmuDevice::test_result(CallId id, CallResult& out) {
+  return poll_call([&] { return calls_.test_result(id, out); });
 }
 
 bool EmuDevice::idle_pass_would_repeat(uint64_t seen) {

@@ -101,6 +101,7 @@ class EmuDevice final : public Device, private DeliveryDriver {
   bool wait(CallId id, std::chrono::nanoseconds timeout) override;
   bool test(CallId id) override;
   CallResult result(CallId id) override { return calls_.result(id); }
+  bool test_result(CallId id, CallResult& out) override;
   void release(CallId id) override { calls_.release(id); }
 
   DeviceAllocation allocate(size_t bytes, MemoryKind kind, unsigned bank) override {
@@ -138,6 +139,12 @@ class EmuDevice final : public Device, private DeliveryDriver {
   // the firmware. `progressed`: the last pass progressed; `seen`: the
   // doorbell epoch read before it.
   bool run_passes(unsigned max_passes, bool& progressed, uint64_t& seen);
+  // test() and test_result(): true once is_done(); while the call runs, a
+  // poll takes inbound messages off the transports and runs the firmware
+  // passes before it asks again. A template, so that each keeps the whole
+  // poll inline (a poller's every round passes here).
+  template <typename IsDone>
+  bool poll_call(IsDone&& is_done);
   // True when a firmware pass now would find nothing to do: the last pass
   // found nothing and nothing rang since it began (epoch `seen` unchanged;
   // the firmware thread's own idle() rests on the same rule). Timers are the

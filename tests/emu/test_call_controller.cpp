@@ -244,6 +244,42 @@ TEST(EmuCallController, TestAnswersRecentOlderAndReusedCalls) {
   for (CallId id : later) EXPECT_TRUE(d->test(id));
 }
 
+// test_result() answers as test() followed by result(): for calls among the
+// recent ones (lock-free) and for older ones (under the mutex) alike.
+TEST(EmuCallController, TestResultAnswersAsTestThenResult) {
+  auto d = make_device();
+  auto& dp = d->dataplane();
+  constexpr int kCalls = 200;  // beyond the controller's recent-call window
+  std::vector<CallId> ids;
+  for (int i = 0; i < kCalls; ++i) ids.push_back(d->start(call(abi::kNop, static_cast<uint32_t>(i)), {}));
+  fw::Call c;
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_TRUE(dp.pop_call(c));
+    if (i % 2 == 0) dp.finish_call(c.id, static_cast<uint32_t>(i) & abi::kReceiveTimeoutError, 4u * static_cast<uint64_t>(i));
+  }
+  for (int i = 0; i < kCalls; ++i) {
+    const CallId id = ids[static_cast<size_t>(i)];
+    CallResult out{.retcode = 77, .duration_ns = 77};
+    const bool done = d->test_result(id, out);
+    EXPECT_EQ(done, d->test(id)) << "call " << i;
+    if (done) {
+      EXPECT_EQ(out.retcode, d->result(id).retcode) << "call " << i;
+      EXPECT_EQ(out.duration_ns, 4u * static_cast<uint64_t>(i)) << "call " << i;
+    } else {
+      EXPECT_EQ(out.retcode, 77u) << "call " << i;  // untouched while running
+    }
+  }
+  // Released: complete for test(), unknown for result(); test_result throws as that pair would.
+  CallResult out;
+  d->release(ids[0]);
+  EXPECT_TRUE(d->test(ids[0]));
+  EXPECT_THROW(d->test_result(ids[0], out), std::invalid_argument);
+  EXPECT_THROW(d->test_result(0, out), std::invalid_argument);
+  EXPECT_THROW(d->test_result(ids.back() + 1, out), std::invalid_argument);
+  for (int i = 1; i < kCalls; i += 2) dp.finish_call(ids[static_cast<size_t>(i)], 0, 0);
+  for (int i = 1; i < kCalls; i += 2) EXPECT_TRUE(d->test_result(ids[static_cast<size_t>(i)], out)) << "call " << i;
+}
+
 // A call kept unreleased while many later calls come and go stays findable
 // (the id ring stops growing and moves it aside) and completes normally.
 TEST(EmuCallController, LongLivedCallAmongManyOthers) {

@@ -75,6 +75,12 @@ class Device {
   virtual bool test(CallId id) = 0;
   // Result of a completed call. Valid until release().
   virtual CallResult result(CallId id) = 0;
+  // test() and, when it says complete, result() in one trip: a driver that
+  // polls a call collects its result the moment it sees it complete, and a
+  // device may answer both from one look at the call. Throws as those two do.
+  // (Defined out of line: inlined, callers paid for a guess at the target
+  // on their every poll.)
+  virtual bool test_result(CallId id, CallResult& out);
   virtual void release(CallId id) = 0;
 
   // --- Memory ---
