@@ -106,11 +106,12 @@ gxx_only=${ACCL_FUZZ_GXX_ONLY:-}
   echo "  description = LINK \$out"
   libobjs=""
   fwobjs=""
-  # From core only what the emulator uses (logging, configuration): the
+  # From core only what the emulator uses (logging, configuration, the
+  # Device interface's out-of-line defaults): the
   # driver's own sources and emu/src/local_world.cpp (built on the driver) are
   # never linked into a harness and were a quarter of this build's time. A
   # harness that comes to need another core file fails to link, naming it.
-  lib_sources="$src/core/src/config.cpp $src/core/src/log.cpp"
+  lib_sources="$src/core/src/config.cpp $src/core/src/log.cpp $src/core/src/device.cpp"
   for f in "$src"/emu/src/*.cpp; do
     [ "$(basename "$f")" = local_world.cpp ] || lib_sources="$lib_sources $f"
   done
