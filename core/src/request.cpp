@@ -141,10 +141,18 @@ bool CallRequest::wait(std::chrono::milliseconds timeout) {
 
 bool CallRequest::test() {
   if (state() == State::queued) {
-    // One device trip for "done?" and the result (a poller's common case).
-    CallResult result;
-    if (!params_.context->device->test_result(params_.id, result)) return false;
-    finish(&result);
+    if (launched_with_dependencies_) {
+      // finish() collects the dependencies before it reads this call's
+      // result: a device whose result() throws for a failed call (hw) must
+      // not cut that short.
+      if (!params_.context->device->test(params_.id)) return false;
+      finish();
+    } else {
+      // One device trip for "done?" and the result (a poller's common case).
+      CallResult result;
+      if (!params_.context->device->test_result(params_.id, result)) return false;
+      finish(&result);
+    }
   }
   throw_if_failed();
   return true;

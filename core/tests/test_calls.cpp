@@ -405,6 +405,24 @@ TEST_F(Calls, ChainingPassesWaitforIdsAndReportsFailedDependencies) {
   EXPECT_NE(msg.find("DMA_SIZE_ERROR"), std::string::npos) << msg;
   EXPECT_THROW(a->wait(), DeviceError);
 
+  // The same collected by polling: test() reports the failed dependency too.
+  auto a2 = rig.accl->allreduce(*send, *recv, 8, reduceFunction::SUM, GLOBAL_COMM, false, true, dataType::none, true);
+  auto c2 = rig.accl->nop(true, {a2});
+  EXPECT_FALSE(c2->test());
+  rig.device->complete(a2->id(), abi::kDmaSizeError);
+  rig.device->complete(c2->id());
+  msg = message_of<DeviceError>([&] { c2->test(); });
+  EXPECT_NE(msg.find("call 'allreduce'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("DMA_SIZE_ERROR"), std::string::npos) << msg;
+  EXPECT_THROW(a2->test(), DeviceError);
+
+  // A polled call without dependencies that failed says so, with its name.
+  auto d = rig.accl->allreduce(*send, *recv, 8, reduceFunction::SUM, GLOBAL_COMM, false, true, dataType::none, true);
+  EXPECT_FALSE(d->test());
+  rig.device->complete(d->id(), abi::kDmaSizeError);
+  msg = message_of<DeviceError>([&] { d->test(); });
+  EXPECT_NE(msg.find("call 'allreduce'"), std::string::npos) << msg;
+
   // A request of another driver cannot be waited for.
   Rig other(2, 0);
   auto foreign = other.accl->nop(true);

@@ -6,7 +6,9 @@
 // Thread model: the interposed entry points are callable from any thread
 // (MPI_THREAD_MULTIPLE stays honest). Everything below that mutates shared
 // state (communicator registry, point-to-point engine, shadow requests,
-// buffer cache, staging pool) is guarded by State::mu. The lock is never held
+// buffer cache, staging pool) is guarded by State::mu (taken only when MPI
+// granted MPI_THREAD_MULTIPLE: below it one thread at a time is inside MPI,
+// see LayerMutex). The lock is never held
 // across a PMPI call that can block on a remote rank (collectives, blocking
 // p2p): two ranks each blocking inside a collective while holding their lock
 // would deadlock a third thread. Waiting for ACCL happens in poll loops that
@@ -454,19 +456,21 @@ class CallScope {
 class LayerMutex {
  public:
   void lock() {
-    if (needed_) mu_.lock();
+    if (needed_.load(std::memory_order_relaxed)) mu_.lock();
   }
   void unlock() {
-    if (needed_) mu_.unlock();
+    if (needed_.load(std::memory_order_relaxed)) mu_.unlock();
   }
   // Called by bring_up() alone, before the layer takes the lock the first
-  // time: a lock taken before the switch would be released after it.
-  void set_needed(bool needed) { needed_ = needed; }
-  bool needed() const { return needed_; }
+  // time: a lock taken before the switch would be released after it. (Atomic
+  // only so that the model has no formal race: no other thread is in the
+  // layer yet.)
+  void set_needed(bool needed) { needed_.store(needed, std::memory_order_relaxed); }
+  bool needed() const { return needed_.load(std::memory_order_relaxed); }
 
  private:
   std::mutex mu_;
-  bool needed_ = true;
+  std::atomic<bool> needed_{true};
 };
 
 struct State {

@@ -75,12 +75,6 @@ class Device {
   virtual bool test(CallId id) = 0;
   // Result of a completed call. Valid until release().
   virtual CallResult result(CallId id) = 0;
-  // test() and, when it says complete, result() in one trip: a driver that
-  // polls a call collects its result the moment it sees it complete, and a
-  // device may answer both from one look at the call. Throws as those two do.
-  // (Defined out of line: inlined, callers paid for a guess at the target
-  // on their every poll.)
-  virtual bool test_result(CallId id, CallResult& out);
   virtual void release(CallId id) = 0;
 
   // --- Memory ---
@@ -91,6 +85,15 @@ class Device {
   virtual void free(const DeviceAllocation& alloc) = 0;
   virtual void copy_to_device(uint64_t address, const void* src, size_t bytes) = 0;
   virtual void copy_from_device(uint64_t address, void* dst, size_t bytes) = 0;
+
+  // --- Added after the interface above; last, so that the slots before it
+  // keep their places for devices built against the older header ---
+  // test() and, when it says complete, result() in one trip: a driver that
+  // polls a call collects its result the moment it sees it complete, and a
+  // device may answer both from one look at the call. Throws as those two do.
+  // (Defined out of line: inlined, callers paid for a guess at the target
+  // on their every poll.)
+  virtual bool test_result(CallId id, CallResult& out);
 };
 
 }  // namespace accl
