@@ -227,13 +227,11 @@ bool CallController::test_locked(CallId id) {
 
 CallResult CallController::result(CallId id) {
   // The common case, the caller collecting a call it just saw complete,
-  // without the mutex (as test()): the result was written before `done`
-  // was set (release), and the entry cannot be reused before the caller
-  // releases `id`. The id is read again after the copy so that a caller
-  // who released it concurrently gets the checked path below.
+  // without the mutex (as test()); a caller who released `id` concurrently
+  // gets the checked path below.
   if (const Entry* e = recent(id); e != nullptr && e->done.load(std::memory_order_acquire)) {
-    const CallResult result = e->result;
-    if (e->id.load(std::memory_order_acquire) == id) return result;
+    CallResult result;
+    if (copy_recent_result(*e, id, result)) return result;
   }
   std::lock_guard<std::mutex> lock(mutex_);
   Entry* e = find(id);

@@ -106,6 +106,11 @@ class CallController {
   // The entry of a recent call `id` when it still holds that call, else
   // nullptr (the caller asks under the mutex).
   const Entry* recent(CallId id) const;
+  // Copies the result of a completed recent entry `e` into `out`, unless
+  // call `id` left the entry meanwhile (false: ask under the mutex). Safe
+  // without the mutex: the result was written before `done` was set
+  // (release), and the entry is not reused before the caller releases `id`.
+  static bool copy_recent_result(const Entry& e, CallId id, CallResult& out);
   Entry* find(CallId id);                // caller holds mutex_
   Entry* acquire_entry(CallId id);       // caller holds mutex_; registers `id`
   void retire(Entry& e);                 // caller holds mutex_; back to the pool
@@ -156,16 +161,19 @@ inline bool CallController::test(CallId id) {
   return test_locked(id);
 }
 
+inline bool CallController::copy_recent_result(const Entry& e, CallId id, CallResult& out) {
+  const CallResult result = e.result;
+  if (e.id.load(std::memory_order_acquire) != id) return false;
+  out = result;
+  return true;
+}
+
 inline bool CallController::test_result(CallId id, CallResult& out) {
-  // Lock-free as test() and result() (see there): a running call answers
-  // false at once, a completed one its result, read as result() reads it.
+  // Lock-free as test() and result(): a running call answers false at once,
+  // a completed one its result.
   if (const Entry* e = recent(id)) {
     if (!e->done.load(std::memory_order_acquire)) return false;
-    const CallResult result = e->result;
-    if (e->id.load(std::memory_order_acquire) == id) {
-      out = result;
-      return true;
-    }
+    if (copy_recent_result(*e, id, out)) return true;
   }
   return test_result_locked(id, out);
 }
