@@ -171,6 +171,11 @@ int run(Call call, MPI_Comm comm, CommState* cs, MPI_Request* req, Issue&& issue
         std::swap(r->held.b, held.b);
         std::swap(r->held.s, held.s);
         r->post = post;
+        if (post.kind == PostCopy::unpack) {
+          // Unpacked at completion: the application may free the type before that.
+          r->type_ref = type_hold(post.type);
+          if (r->type_ref != MPI_DATATYPE_NULL) r->post.type = r->type_ref;
+        }
         r->active = true;
         flight_add(r);
         *req = as_request(r);

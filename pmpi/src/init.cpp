@@ -376,6 +376,13 @@ void bring_up() {
   else if (st.s.offload && st.s.fallback == FallbackMode::error && st.world_rank == 0)
     warn("ACCL_DEVICE=none: every call runs natively");
   comm_registry_init();
+  if (st.world != nullptr && st.world->p2p) {
+    // Offloaded point-to-point needs progress while the application is in
+    // native MPI (progress_thread.cpp); the layer's state is then shared
+    // with that thread. No lock is held here, so switching the lock on is safe.
+    st.mu.set_needed(true);
+    progress_thread_start();
+  }
   st.initialized = true;
   // From here on the wrappers take the slow path only when there is
   // something to do there.
@@ -391,6 +398,7 @@ void teardown() {
     p2p_drain();
     PMPI_Barrier(st.private_comm);  // every rank is done with ACCL traffic
   }
+  progress_thread_stop();
   if (st.s.stats) stats_print();
   g_native_only = true;
   {

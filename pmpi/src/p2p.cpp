@@ -175,6 +175,7 @@ void queue_op(ShadowReq* r, uint8_t index, OpClass cls, bool reply_after, bool s
   ++r->queued_ops;
   flight_add(r);
   if (now) issue_op(op, cls);
+  else progress_thread_kick();  // it waits for a slot: someone must issue it
 }
 
 void release_slot(ShadowReq* r, int index) {
@@ -199,10 +200,11 @@ void ensure_pull(CommState* cs, bool force) {
     g_active.push_back(cs);
     cs->in_active_list = true;
   }
+  if (cs->demand > 0) progress_thread_kick();  // a posted receive or an awaited reply
 }
 
 void copy_into_user(ShadowReq* r, const void* src, uint64_t take) {
-  const TypeInfo ti = type_info(r->type);
+  const TypeInfo& ti = r->tinfo;
   if (take == 0) return;
   if (ti.contiguous) {
     std::memcpy(const_cast<void*>(r->buf), src, take);
@@ -313,6 +315,19 @@ void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_d
     return;
   }
   const uint64_t payload = e.bytes - e.inline_bytes;
+  const TypeInfo& ti = r->tinfo;
+  if (payload == 0 && !ti.contiguous && take != 0 && on_progress_thread()) {
+    // Unpacking calls MPI: stage the data and let an application thread's
+    // progress round unpack it and complete the receive.
+    void* staged = r->held.stage(take);
+    std::memcpy(staged, e.data, take);
+    const int items = ti.size > 0 ? static_cast<int>(take / static_cast<uint64_t>(ti.size)) : 0;
+    r->post = PostCopy{PostCopy::unpack, const_cast<void*>(r->buf), staged, take, items, r->type};
+    r->rstate = RecvState::payload;
+    if (e.flags & kFlagSync) queue_reply(r);
+    else flight_add(r);
+    return;
+  }
   if (payload == 0) {
     copy_into_user(r, e.data, take);
     r->rstate = RecvState::done;
@@ -320,7 +335,6 @@ void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_d
     else complete_now(r);
     return;
   }
-  const TypeInfo ti = type_info(r->type);
   void* dst;
   if (ti.contiguous && !truncated) {
     dst = const_cast<void*>(r->buf);
@@ -540,7 +554,10 @@ void progress_request(ShadowReq* r) {
       fail_request(r, code, text);
     }
   }
-  if (!pending) finish_request(r);
+  if (pending) return;
+  // Unpacking into a derived datatype calls MPI: an application thread's round does it.
+  if (r->post.kind == PostCopy::unpack && on_progress_thread()) return;
+  finish_request(r);
 }
 
 void self_send(ShadowReq* r, const unsigned char* src, uint64_t bytes) {
@@ -574,6 +591,10 @@ void flight_remove(ShadowReq* r) {
 }
 
 void progress_locked() {
+  if (!on_progress_thread()) {
+    note_app_progress();
+    type_release_deferred();
+  }
   for (size_t i = 0; i < g_active.size();) {
     CommState* cs = g_active[i];
     int released = progress_comm(cs);
@@ -593,6 +614,14 @@ void progress_locked() {
     r = next;
   }
   pump_ops();
+}
+
+bool p2p_peer_may_wait() {
+  for (const auto& q : g_ops)
+    if (!q.empty()) return true;
+  for (const CommState* cs : g_active)
+    if (cs->demand > 0) return true;
+  return false;
 }
 
 void p2p_forget(ShadowReq* r) {
@@ -618,7 +647,7 @@ void p2p_start_send(ShadowReq* r) {
   const uint64_t bytes = r->bytes;
   const unsigned char* src = static_cast<const unsigned char*>(r->send_src);
   if (src == nullptr) {
-    if (type_info(r->type).contiguous || bytes == 0) {
+    if (r->tinfo.contiguous || bytes == 0) {
       src = static_cast<const unsigned char*>(r->buf);
     } else {
       void* s = r->held.stage(bytes);
@@ -803,11 +832,22 @@ ShadowReq* new_req(ReqKind kind, Call call, CommState* cs, MPI_Comm comm, const 
   r->buf = buf;
   r->count = count;
   r->type = type;
+  r->tinfo = type_info(type);
   r->bytes = bytes;
   r->peer = peer;
   r->tag = tag;
   r->mode = mode;
   return r;
+}
+
+// A request that outlives its entry point (non-blocking, persistent) keeps
+// its own reference to a non-contiguous derived type, which it packs or
+// unpacks with later: the application may free the type meanwhile. Others
+// never use the type after their entry point (tinfo is cached). mu held.
+void hold_type(ShadowReq* r) {
+  if (r->tinfo.contiguous) return;
+  r->type_ref = type_hold(r->type);
+  if (r->type_ref != MPI_DATATYPE_NULL) r->type = r->type_ref;
 }
 
 int fail_now(Call call, MPI_Comm comm) {
@@ -908,6 +948,7 @@ int p2p_send_entry(Call call, const void* buf, int count, MPI_Datatype type, int
     std::lock_guard lock(state().mu);
     ShadowReq* r = new_req(ReqKind::send, call, cs, comm, buf, count, type, bytes, dest, tag, mode);
     r->persistent = true;
+    hold_type(r);
     *request = as_request(r);
     return MPI_SUCCESS;
   }
@@ -940,6 +981,7 @@ int p2p_recv_entry(Call call, void* buf, int count, MPI_Datatype type, int sourc
   {
     std::lock_guard lock(state().mu);
     r = new_req(ReqKind::recv, call, cs, comm, buf, count, type, bytes, source, tag, SendMode::standard);
+    if (persistent || request != nullptr) hold_type(r);
     if (persistent) {
       r->persistent = true;
       *request = as_request(r);
@@ -1031,6 +1073,7 @@ int p2p_mrecv_entry(Call call, void* buf, int count, MPI_Datatype type, MPI_Mess
     std::lock_guard lock(st.mu);
     r = new_req(ReqKind::recv, call, m->cs, m->comm, buf, count, type, bytes, m->env.src, m->env.tag,
                 SendMode::standard);
+    if (request != nullptr) hold_type(r);
     r->active = true;
     const bool self = m->env.src == m->cs->rank;
     try {

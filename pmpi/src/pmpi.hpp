@@ -117,6 +117,16 @@ struct TypeInfo {
 };
 // Never fails: unknown types come back with cls == none.
 TypeInfo type_info(MPI_Datatype type);
+// A reference to `type` that survives the application's MPI_Type_free
+// (MPI allows freeing a type while a pending operation uses it): a
+// duplicate of a derived type, MPI_DATATYPE_NULL for a predefined one
+// (never freed: use it as it is). Application thread only.
+MPI_Datatype type_hold(MPI_Datatype type);
+// Drops a type_hold() reference (mu held). On the progress thread, which
+// calls no MPI function, the free waits for the next application thread's
+// progress round (type_release_deferred).
+void type_release(MPI_Datatype held);
+void type_release_deferred();  // mu held, application thread
 void types_init();  // builds the table of predefined types
 
 // Device type + element count for pure data movement of `bytes` bytes
@@ -265,6 +275,10 @@ struct ShadowReq {
   const void* buf = nullptr;
   int count = 0;
   MPI_Datatype type = MPI_DATATYPE_NULL;
+  TypeInfo tinfo;      // type_info(type), taken at the entry point (no MPI call later)
+  // Our reference to a derived `type` (type_hold) while the request may
+  // still use it: MPI lets the application free the type meanwhile.
+  MPI_Datatype type_ref = MPI_DATATYPE_NULL;
   uint64_t bytes = 0;  // count items of type (computed once at the entry point)
   int peer = 0;
   int tag = 0;
@@ -327,10 +341,33 @@ void p2p_forget(ShadowReq* r);      // mu held; drops r's queued device work and
 int request_finish(ShadowReq* r, MPI_Status* status);
 void set_empty_status(MPI_Status* status);
 // One round of progress over every comm and in-flight request (mu held).
+// Runs on application threads and on the progress thread.
 void progress_locked();
+// Whether something a peer may be waiting for needs this host (mu held):
+// device calls queued in the layer, posted receives or probes to match,
+// sends waiting for the receiver's reply. The progress thread sleeps while
+// there is none.
+bool p2p_peer_may_wait();
 // Drains detached sends at finalize (no lock held).
 void p2p_drain();
 void p2p_teardown();
+
+// ---------------------------------------------------------------------------
+// Asynchronous progress (progress_thread.cpp): runs progress_locked() while
+// the application is away from the layer, so that offloaded point-to-point
+// traffic completes while the application sits in a native MPI call.
+// ---------------------------------------------------------------------------
+void progress_thread_start();  // once the device is up and p2p is offloaded
+void progress_thread_stop();   // teardown, no lock held
+bool progress_thread_started();  // ever, in this process
+// mu held: work that a peer may wait for was just added (wakes a sleeping thread).
+void progress_thread_kick();
+// True on the progress thread, which must call no MPI function: work that
+// needs one waits for an application thread.
+bool on_progress_thread();
+// An application thread ran a progress round (the progress thread keeps out
+// of the way meanwhile).
+void note_app_progress();
 
 // ---------------------------------------------------------------------------
 // Collectives (collectives.cpp); req == nullptr: blocking

@@ -76,6 +76,8 @@ ShadowReq* shadow_alloc(ReqKind kind, Call call) {
   r->buf = nullptr;
   r->count = 0;
   r->type = MPI_DATATYPE_NULL;
+  r->tinfo = TypeInfo{};
+  r->type_ref = MPI_DATATYPE_NULL;
   r->peer = r->tag = 0;
   r->send_src = nullptr;
   r->post = PostCopy{};
@@ -96,6 +98,10 @@ void shadow_free(ShadowReq* r) {
   for (auto& d : r->r) d.reset();
   r->held.release();
   r->self_data.clear();
+  if (r->type_ref != MPI_DATATYPE_NULL) {
+    type_release(r->type_ref);
+    r->type_ref = MPI_DATATYPE_NULL;
+  }
   CommState* cs = r->cs;
   r->cs = nullptr;
   r->kind = ReqKind::free;

@@ -118,10 +118,11 @@ void stats_print() {
   std::string out;
   char line[512];
   std::snprintf(line, sizeof line,
-                "[accl-pmpi] ACCL_STATS (summed over %d ranks; device %s; MPI thread level %s, layer lock %s)\n"
+                "[accl-pmpi] ACCL_STATS (summed over %d ranks; device %s; MPI thread level %s, layer lock %s, "
+                "progress thread %s)\n"
                 "%-26s %10s %10s %10s %14s %14s %11s %11s  %s\n",
                 st.world_size, st.active ? st.s.device.c_str() : "none", thread_level_name(st.thread_level),
-                st.mu.needed() ? "on" : "off", "call", "calls", "offloaded", "native",
+                st.mu.needed() ? "on" : "off", progress_thread_started() ? "on" : "off", "call", "calls", "offloaded", "native",
                 "bytes offload", "bytes native", "ms offload", "ms native", "native by reason");
   out += line;
   for (size_t c = 0; c < kNumCalls; ++c) {

@@ -218,6 +218,34 @@ TypeInfo type_info(MPI_Datatype type) {
   return t;
 }
 
+namespace {
+// Type references dropped on the progress thread, freed by the next
+// application thread's progress round (mu held either way).
+std::vector<MPI_Datatype> g_release_later;
+}  // namespace
+
+MPI_Datatype type_hold(MPI_Datatype type) {
+  if (type == MPI_DATATYPE_NULL || find_predef(type) != nullptr) return MPI_DATATYPE_NULL;
+  MPI_Datatype dup = MPI_DATATYPE_NULL;
+  if (PMPI_Type_dup(type, &dup) != MPI_SUCCESS) return MPI_DATATYPE_NULL;
+  return dup;
+}
+
+void type_release(MPI_Datatype held) {
+  if (held == MPI_DATATYPE_NULL) return;
+  if (on_progress_thread()) {
+    g_release_later.push_back(held);
+    return;
+  }
+  PMPI_Type_free(&held);
+}
+
+void type_release_deferred() {
+  if (ACCL_LIKELY(g_release_later.empty())) return;
+  for (MPI_Datatype t : g_release_later) PMPI_Type_free(&t);
+  g_release_later.clear();
+}
+
 Movement movement(uint64_t bytes) {
   Movement m;
   // Data movement is type-blind: any payload travels as 32-bit words. The
