@@ -201,25 +201,24 @@ void ensure_pull(CommState* cs, bool force) {
   }
 }
 
+// `take` bytes of a message (at most the receive buffer) into the user's
+// buffer, by basic elements: a message may end inside an item.
 void copy_into_user(ShadowReq* r, const void* src, uint64_t take) {
-  const TypeInfo ti = type_info(r->type);
   if (take == 0) return;
-  if (ti.contiguous) {
-    std::memcpy(const_cast<void*>(r->buf), src, take);
-  } else if (ti.size > 0) {
-    unpack_from(src, take, const_cast<void*>(r->buf), static_cast<int>(take / static_cast<uint64_t>(ti.size)),
-                r->type);
-  }
+  if (type_info(r->type).contiguous) std::memcpy(const_cast<void*>(r->buf), src, take);
+  else unpack_elements(src, take, const_cast<void*>(r->buf), r->count, r->type, r->layout.get());
 }
 
 void finish_request(ShadowReq* r);
 
+// The request's error goes to the caller as the return code; a status's
+// MPI_ERROR field is written only by the multiple-completion calls that
+// return MPI_ERR_IN_STATUS (requests.cpp), never from here.
 void fail_request(ShadowReq* r, int code, const std::string& text) {
   if (r->error == MPI_SUCCESS) {
     r->error = code;
     r->error_text = text;
   }
-  r->status.MPI_ERROR = code;
 }
 
 // A receive finished without device work left. A request the user already
@@ -296,11 +295,14 @@ void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_d
   copy_envelope(r->env, e);
   const uint64_t cap = r->bytes;
   const bool truncated = e.bytes > cap;
-  const uint64_t take = truncated ? cap : e.bytes;
+  uint64_t take = truncated ? cap : e.bytes;
   set_status(&r->status, e.src, e.tag, take);
-  if (truncated) {
-    r->error = MPI_ERR_TRUNCATE;
-    r->status.MPI_ERROR = MPI_ERR_TRUNCATE;
+  if (truncated) r->error = MPI_ERR_TRUNCATE;
+  const TypeInfo ti = type_info(r->type);
+  if (!ti.contiguous && ti.size > 0 && take % static_cast<uint64_t>(ti.size) != 0 && !r->layout) {
+    // Never drop the tail silently: the type's layout is unknown (see type_layout()).
+    fail_request(r, MPI_ERR_TYPE, "a message ending inside an item of a receive datatype whose layout is unknown");
+    take -= take % static_cast<uint64_t>(ti.size);
   }
   if (self_data != nullptr) {
     copy_into_user(r, self_data->data(), take);
@@ -320,15 +322,14 @@ void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_d
     else complete_now(r);
     return;
   }
-  const TypeInfo ti = type_info(r->type);
   void* dst;
   if (ti.contiguous && !truncated) {
     dst = const_cast<void*>(r->buf);
   } else {
     dst = r->held.stage(e.bytes);
-    const int items = ti.size > 0 ? static_cast<int>(take / static_cast<uint64_t>(ti.size)) : 0;
-    r->post = ti.contiguous ? PostCopy{PostCopy::memcpy_, const_cast<void*>(r->buf), dst, take, 0, r->type}
-                            : PostCopy{PostCopy::unpack, const_cast<void*>(r->buf), dst, take, items, r->type};
+    r->post = ti.contiguous ? PostCopy{PostCopy::memcpy_, const_cast<void*>(r->buf), dst, take, 0, r->type, {}}
+                            : PostCopy{PostCopy::unpack, const_cast<void*>(r->buf), dst, take, r->count, r->type,
+                                       r->layout};
   }
   if (e.inline_bytes != 0) std::memcpy(static_cast<char*>(dst) + payload, e.data, e.inline_bytes);
   r->payload_buf = &r->held.wrap(dst, payload / 4, dataType::int32);
@@ -807,6 +808,8 @@ ShadowReq* new_req(ReqKind kind, Call call, CommState* cs, MPI_Comm comm, const 
   r->peer = peer;
   r->tag = tag;
   r->mode = mode;
+  // Taken here, on the application's thread: deliver() may run elsewhere.
+  if (kind == ReqKind::recv && bytes != 0 && !type_info(type).contiguous) r->layout = type_layout(type);
   return r;
 }
 
@@ -1176,8 +1179,9 @@ ACCL_PMPI_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype sty
     return rc;
   }
   MPI_Status st[2];
+  st[0].MPI_ERROR = st[1].MPI_ERROR = MPI_SUCCESS;
   rc = MPI_Waitall(2, reqs, st);
-  if (status != MPI_STATUS_IGNORE) *status = st[0];
+  copy_status(status, st[0]);  // a single-completion call: the caller's MPI_ERROR stays
   if (rc == MPI_ERR_IN_STATUS) rc = st[0].MPI_ERROR != MPI_SUCCESS ? st[0].MPI_ERROR : st[1].MPI_ERROR;
   return rc;
 }
