@@ -23,7 +23,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <stdexcept>
 
 namespace accl::pmpi {
 
@@ -281,13 +280,16 @@ void place_leading_bytes(const TypeLayout& layout, void* item, const void* src, 
 void unpack_elements(const void* src, uint64_t bytes, void* dst, int count, MPI_Datatype type,
                      const TypeLayout* layout) {
   if (bytes == 0 || count <= 0) return;
-  const int64_t size = layout ? layout->size : type_info(type).size;
+  if (layout == nullptr) {  // whole items only (the caller's promise): no MPI call beyond the unpack
+    unpack_from(src, bytes, dst, count, type);
+    return;
+  }
+  const int64_t size = layout->size;
   if (size <= 0) return;
   const uint64_t whole = std::min<uint64_t>(static_cast<uint64_t>(count), bytes / static_cast<uint64_t>(size));
   if (whole != 0) unpack_from(src, whole * static_cast<uint64_t>(size), dst, static_cast<int>(whole), type);
   const uint64_t rest = bytes - whole * static_cast<uint64_t>(size);
   if (rest == 0 || whole == static_cast<uint64_t>(count)) return;
-  if (layout == nullptr) throw std::invalid_argument("a message ending inside an item of a datatype without a known layout");
   place_leading_bytes(*layout, static_cast<char*>(dst) + static_cast<int64_t>(whole) * layout->extent,
                       static_cast<const char*>(src) + whole * static_cast<uint64_t>(size), rest);
 }

@@ -202,11 +202,12 @@ void ensure_pull(CommState* cs, bool force) {
 }
 
 // `take` bytes of a message (at most the receive buffer) into the user's
-// buffer, by basic elements: a message may end inside an item.
-void copy_into_user(ShadowReq* r, const void* src, uint64_t take) {
+// buffer of type `ti`, by basic elements: a message may end inside an item
+// (`items`: see deliver()).
+void copy_into_user(ShadowReq* r, const void* src, uint64_t take, const TypeInfo& ti, int items) {
   if (take == 0) return;
-  if (type_info(r->type).contiguous) std::memcpy(const_cast<void*>(r->buf), src, take);
-  else unpack_elements(src, take, const_cast<void*>(r->buf), r->count, r->type, r->layout.get());
+  if (ti.contiguous) std::memcpy(const_cast<void*>(r->buf), src, take);
+  else unpack_elements(src, take, const_cast<void*>(r->buf), items, r->type, r->layout.get());
 }
 
 void finish_request(ShadowReq* r);
@@ -295,17 +296,21 @@ void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_d
   copy_envelope(r->env, e);
   const uint64_t cap = r->bytes;
   const bool truncated = e.bytes > cap;
-  uint64_t take = truncated ? cap : e.bytes;
+  const uint64_t take = truncated ? cap : e.bytes;
   set_status(&r->status, e.src, e.tag, take);
   if (truncated) r->error = MPI_ERR_TRUNCATE;
   const TypeInfo ti = type_info(r->type);
-  if (!ti.contiguous && ti.size > 0 && take % static_cast<uint64_t>(ti.size) != 0 && !r->layout) {
-    // Never drop the tail silently: the type's layout is unknown (see type_layout()).
-    fail_request(r, MPI_ERR_TYPE, "a message ending inside an item of a receive datatype whose layout is unknown");
-    take -= take % static_cast<uint64_t>(ti.size);
+  // Items to unpack into: with the type's layout, up to all of them (a
+  // trailing partial one included); without it, only whole ones.
+  int items = r->count;
+  if (!ti.contiguous && !r->layout) {
+    const uint64_t whole = ti.size > 0 ? take / static_cast<uint64_t>(ti.size) : 0;
+    if (whole * static_cast<uint64_t>(ti.size) != take)  // never drop the tail silently
+      fail_request(r, MPI_ERR_TYPE, "a message ending inside an item of a receive datatype whose layout is unknown");
+    items = static_cast<int>(whole);
   }
   if (self_data != nullptr) {
-    copy_into_user(r, self_data->data(), take);
+    copy_into_user(r, self_data->data(), take, ti, items);
     if (self_sync != nullptr) {
       self_sync->complete = true;
       if (self_sync->user_freed) shadow_free(self_sync);
@@ -316,7 +321,7 @@ void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_d
   }
   const uint64_t payload = e.bytes - e.inline_bytes;
   if (payload == 0) {
-    copy_into_user(r, e.data, take);
+    copy_into_user(r, e.data, take, ti, items);
     r->rstate = RecvState::done;
     if (e.flags & kFlagSync) queue_reply(r);  // completes once the ack is out
     else complete_now(r);
@@ -328,7 +333,7 @@ void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_d
   } else {
     dst = r->held.stage(e.bytes);
     r->post = ti.contiguous ? PostCopy{PostCopy::memcpy_, const_cast<void*>(r->buf), dst, take, 0, r->type, {}}
-                            : PostCopy{PostCopy::unpack, const_cast<void*>(r->buf), dst, take, r->count, r->type,
+                            : PostCopy{PostCopy::unpack, const_cast<void*>(r->buf), dst, take, items, r->type,
                                        r->layout};
   }
   if (e.inline_bytes != 0) std::memcpy(static_cast<char*>(dst) + payload, e.data, e.inline_bytes);

@@ -255,8 +255,8 @@ std::shared_ptr<const TypeLayout> type_layout(MPI_Datatype type);
 void place_leading_bytes(const TypeLayout& layout, void* item, const void* src, uint64_t bytes);
 // Unpacks `bytes` of packed data into up to `count` items of `type` at `dst`
 // by basic elements: the whole items through PMPI_Unpack, a trailing partial
-// item through `layout`, touching nothing past the received bytes. Throws
-// when a partial item remains and `layout` is null.
+// item through `layout`, touching nothing past the received bytes. Without
+// a layout, `bytes` must be `count` whole items.
 void unpack_elements(const void* src, uint64_t bytes, void* dst, int count, MPI_Datatype type,
                      const TypeLayout* layout);
 

@@ -38,7 +38,7 @@ typedef struct {
   long extent;
 } Shape;
 
-enum { NSHAPES = 10 };
+enum { NSHAPES = 15 };
 static Shape shapes[NSHAPES];
 
 static void shape(Shape* s, const char* name, MPI_Datatype t, int nruns, const long* runs, int nelem,
@@ -84,6 +84,19 @@ static void make_shapes(void) {
         (int[]){4, 4, 4, 4, 2});
   MPI_Type_contiguous(3, MPI_INT, &t);
   shape(&shapes[9], "contiguous (control)", t, 1, (long[]){0, 12}, 3, i4);
+  MPI_Type_create_hvector(2, 1, 40, shapes[2].type, &t);
+  shape(&shapes[10], "hvector of struct", t, 6, (long[]){0, 4, 8, 8, 16, 1, 40, 4, 48, 8, 56, 1}, 6,
+        (int[]){4, 8, 1, 4, 8, 1});
+  MPI_Type_create_indexed_block(3, 1, (int[]){4, 0, 2}, MPI_SHORT, &t);
+  shape(&shapes[11], "indexed_block of shorts", t, 3, (long[]){8, 2, 0, 2, 4, 2}, 3, (int[]){2, 2, 2});
+  MPI_Type_create_subarray(3, (int[]){2, 3, 2}, (int[]){1, 2, 2}, (int[]){1, 0, 0}, MPI_ORDER_FORTRAN, MPI_INT, &t);
+  shape(&shapes[12], "subarray, Fortran order", t, 4, (long[]){4, 4, 12, 4, 28, 4, 36, 4}, 4, i4);
+  /* rank 1's part of 8 ints dealt cyclically in pairs to 2 processes: ints 2, 3, 6, 7 */
+  MPI_Type_create_darray(2, 1, 1, (int[]){8}, (int[]){MPI_DISTRIBUTE_CYCLIC}, (int[]){2}, (int[]){2}, MPI_ORDER_C,
+                         MPI_INT, &t);
+  shape(&shapes[13], "darray", t, 2, (long[]){8, 8, 24, 8}, 4, i4);
+  MPI_Type_create_hindexed(2, (int[]){1, 1}, (MPI_Aint[]){-8, 4}, MPI_INT, &t);
+  shape(&shapes[14], "hindexed below the buffer pointer", t, 2, (long[]){-8, 4, 4, 4}, 2, i4);
 }
 
 static unsigned char v(long p) { return (unsigned char)(p % 97 + 1); } /* never SENTINEL */
@@ -139,45 +152,47 @@ static void short_receive(MPI_Comm comm, const Shape* s, int count, long bytes, 
   snprintf(ctx, sizeof ctx, "%s, %d items, %ld bytes, %s, %s", s->name, count, bytes, path_names[path],
            posted ? "posted first" : "message first");
   t_context = ctx;
-  const long span = count * s->extent + 64;
+  const long margin = 64; /* the buffer pointer is `margin` bytes in: types may reach below it */
+  const long span = count * s->extent + 2 * margin;
   unsigned char* out = malloc((size_t)bytes + 1);
   unsigned char* in = malloc((size_t)span);
   unsigned char* want = malloc((size_t)span);
   for (long p = 0; p < bytes; ++p) out[p] = v(p);
   memset(in, SENTINEL, (size_t)span);
   memset(want, SENTINEL, (size_t)span);
-  for (long p = 0; p < bytes; ++p) want[dest_of(s, p)] = v(p);
+  for (long p = 0; p < bytes; ++p) want[margin + dest_of(s, p)] = v(p);
+  void* buf = in + margin;
   MPI_Status st, sts[2];
   st.MPI_ERROR = sts[0].MPI_ERROR = sts[1].MPI_ERROR = KEEP_ERR;
   MPI_Request sreq = MPI_REQUEST_NULL, rreq = MPI_REQUEST_NULL, reqs[2];
   const int tag = 5;
   if (path == P_SENDRECV) {
-    CHECK_RC(MPI_Sendrecv(out, (int)bytes, MPI_PACKED, right, tag, in, count, s->type, left, tag, comm, &st));
+    CHECK_RC(MPI_Sendrecv(out, (int)bytes, MPI_PACKED, right, tag, buf, count, s->type, left, tag, comm, &st));
   } else {
     int can_post = path >= P_IRECV_WAIT && path <= P_TESTSOME;
     if (path == P_PERSISTENT) {
-      CHECK_RC(MPI_Recv_init(in, count, s->type, left, tag, comm, &rreq));
+      CHECK_RC(MPI_Recv_init(buf, count, s->type, left, tag, comm, &rreq));
       can_post = 1;
     }
     if (posted && can_post) {
       if (path == P_PERSISTENT) CHECK_RC(MPI_Start(&rreq));
-      else CHECK_RC(MPI_Irecv(in, count, s->type, left, tag, comm, &rreq));
+      else CHECK_RC(MPI_Irecv(buf, count, s->type, left, tag, comm, &rreq));
     }
     MPI_Barrier(comm); /* the receive is posted (or not) before the message leaves */
     CHECK_RC(MPI_Isend(out, (int)bytes, MPI_PACKED, right, tag, comm, &sreq));
     if (!(posted && can_post)) {
       MPI_Barrier(comm); /* the message is on its way before the receive */
       if (path == P_PERSISTENT) CHECK_RC(MPI_Start(&rreq));
-      else if (can_post) CHECK_RC(MPI_Irecv(in, count, s->type, left, tag, comm, &rreq));
+      else if (can_post) CHECK_RC(MPI_Irecv(buf, count, s->type, left, tag, comm, &rreq));
     }
     int flag = 0, idx = -1, outcount = 0, indices[2];
     MPI_Message msg = MPI_MESSAGE_NULL;
     switch (path) {
-      case P_RECV: CHECK_RC(MPI_Recv(in, count, s->type, left, tag, comm, &st)); break;
+      case P_RECV: CHECK_RC(MPI_Recv(buf, count, s->type, left, tag, comm, &st)); break;
       case P_PROBE_RECV:
         CHECK_RC(MPI_Probe(left, tag, comm, &st));
         check_status(&st, s, bytes, "MPI_Probe", 0);
-        CHECK_RC(MPI_Recv(in, count, s->type, left, tag, comm, &st));
+        CHECK_RC(MPI_Recv(buf, count, s->type, left, tag, comm, &st));
         break;
       case P_IRECV_WAIT:
       case P_PERSISTENT: CHECK_RC(MPI_Wait(&rreq, &st)); break;
@@ -210,13 +225,13 @@ static void short_receive(MPI_Comm comm, const Shape* s, int count, long bytes, 
       case P_MPROBE_MRECV:
         CHECK_RC(MPI_Mprobe(left, tag, comm, &msg, &st));
         check_status(&st, s, bytes, "MPI_Mprobe", 0);
-        CHECK_RC(MPI_Mrecv(in, count, s->type, &msg, &st));
+        CHECK_RC(MPI_Mrecv(buf, count, s->type, &msg, &st));
         break;
       case P_IMPROBE_IMRECV:
         while (!flag) CHECK_RC(MPI_Improbe(left, tag, comm, &flag, &msg, &st));
         check_status(&st, s, bytes, "MPI_Improbe", 0);
         st.MPI_ERROR = KEEP_ERR;
-        CHECK_RC(MPI_Imrecv(in, count, s->type, &msg, &rreq));
+        CHECK_RC(MPI_Imrecv(buf, count, s->type, &msg, &rreq));
         CHECK_RC(MPI_Wait(&rreq, &st));
         break;
       default: break;
