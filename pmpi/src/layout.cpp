@@ -262,8 +262,8 @@ std::shared_ptr<const TypeLayout> type_layout(MPI_Datatype type) {
     return *static_cast<LayoutPtr*>(cached);
   LayoutPtr l = decode(type, 0);
   if (!l) {
-    ACCL_LOG_WARN("accl-pmpi: cannot describe the layout of a receive datatype; a message ending inside one of "
-                  "its items fails with MPI_ERR_TYPE");
+    ACCL_LOG_WARN("accl-pmpi: cannot decode the layout of a receive datatype; a message ending inside one of "
+                  "its items will fail with an argument error");
     return nullptr;
   }
   auto* holder = new LayoutPtr(l);

@@ -306,7 +306,9 @@ void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_d
   if (!ti.contiguous && !r->layout) {
     const uint64_t whole = ti.size > 0 ? take / static_cast<uint64_t>(ti.size) : 0;
     if (whole * static_cast<uint64_t>(ti.size) != take)  // never drop the tail silently
-      fail_request(r, MPI_ERR_TYPE, "a message ending inside an item of a receive datatype whose layout is unknown");
+      fail_request(r, state().err_argument,
+                   "a message of " + std::to_string(take) + " bytes ends inside an item of a receive datatype of " +
+                       std::to_string(ti.size) + " bytes whose layout could not be decoded (see pmpi/src/layout.cpp)");
     items = static_cast<int>(whole);
   }
   if (self_data != nullptr) {

@@ -275,6 +275,35 @@ static void short_receives(MPI_Comm comm, int quick) {
   }
 }
 
+/* A type whose layout the layer does not decode (a darray spanning more than 64 MiB: measured layouts stop there):
+ * a message ending inside its item fails with an error, never drops data silently. Under the layer only: native
+ * MPI places the element. */
+static void undecodable_layout(MPI_Comm comm) {
+  if (!layer_active() || size < 2) return;
+  t_context = "short receive into an undecodable type";
+  MPI_Datatype big;
+  MPI_Type_create_darray(2, 1, 1, (int[]){20000000}, (int[]){MPI_DISTRIBUTE_CYCLIC}, (int[]){1}, (int[]){2},
+                         MPI_ORDER_C, MPI_INT, &big);
+  MPI_Type_commit(&big);
+  int one = 42;
+  int* in = calloc(2, sizeof(int)); /* the message's one int would land at in[1] */
+  MPI_Request sreq;
+  MPI_Status st;
+  st.MPI_ERROR = KEEP_ERR;
+  CHECK_RC(MPI_Isend(&one, 1, MPI_INT, right, 6, comm, &sreq));
+  const int rc = MPI_Recv(in, 1, big, left, 6, comm, &st);
+  CHECK(rc != MPI_SUCCESS, "a message ending inside an item of an undecodable type was accepted");
+  CHECK(st.MPI_ERROR == KEEP_ERR, "MPI_ERROR written (%d)", st.MPI_ERROR);
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  CHECK(strstr(text, "layout") != NULL, "error text '%s' does not name the cause", text);
+  CHECK_RC(MPI_Wait(&sreq, MPI_STATUS_IGNORE));
+  free(in);
+  MPI_Type_free(&big);
+  MPI_Barrier(comm);
+}
+
 /* --- status rules ------------------------------------------------------- */
 
 static int err_class(int code) {
@@ -485,6 +514,7 @@ int main(int argc, char** argv) {
   MPI_Comm_set_errhandler(cart, MPI_ERRORS_RETURN);
   make_shapes();
   short_receives(comm, quick);
+  undecodable_layout(comm);
   truncations(comm, cart);
   successes(comm, cart);
   for (int k = 0; k < NSHAPES; ++k)
