@@ -113,12 +113,20 @@ const void* stage_own_block(Held& h, const void* rbuf, int index, int rcount, MP
   return stage_in_place(h, mine, rcount, rtype, block);
 }
 
+// Where `bytes` of staged data go into `count` items of a non-contiguous
+// `type`: unpacked by basic elements when the call completes, with the
+// type's layout taken now (the application's thread) in case they end
+// inside an item.
+PostCopy unpack_step(void* buf, const void* staged, uint64_t bytes, int count, MPI_Datatype type) {
+  return PostCopy{PostCopy::unpack, buf, staged, bytes, count, type, type_layout(type)};
+}
+
 // Contiguous receive side as-is, anything else received into staging and
 // unpacked when the call completes.
 void* recv_side(Held& h, PostCopy& post, void* buf, int count, MPI_Datatype type, uint64_t bytes) {
   if (type_info(type).contiguous) return buf;
   void* s = h.stage(bytes);
-  post = PostCopy{PostCopy::unpack, buf, s, bytes, count, type};
+  post = unpack_step(buf, s, bytes, count, type);
   return s;
 }
 
@@ -366,7 +374,7 @@ int coll_bcast(Call call, void* buf, int count, MPI_Datatype type, int root, MPI
     if (!type_info(type).contiguous) {
       data = h.stage(bytes);
       if (rank == root) pack_to(data, bytes, buf, count, type);
-      else post = PostCopy{PostCopy::unpack, buf, data, bytes, count, type};
+      else post = unpack_step(buf, data, bytes, count, type);
     }
     BaseBuffer& b = h.wrap(data, m.elems, m.dtype);
     return state().accl->bcast(b, static_cast<unsigned>(m.elems), static_cast<unsigned>(root), cs->id, false,

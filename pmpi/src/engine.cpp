@@ -153,7 +153,7 @@ void unpack_from(const void* src, uint64_t bytes, void* dst, int count, MPI_Data
 
 void run_post_copy(const PostCopy& p) {
   switch (p.kind) {
-    case PostCopy::unpack: unpack_from(p.src, p.bytes, p.dst, p.count, p.type); break;
+    case PostCopy::unpack: unpack_elements(p.src, p.bytes, p.dst, p.count, p.type, p.layout.get()); break;
     case PostCopy::memcpy_: std::memcpy(p.dst, p.src, p.bytes); break;
     case PostCopy::none: break;
   }

@@ -60,11 +60,13 @@ F msg_c2f(MPI_Message m) {
   return PMPI_Message_c2f(m);
 }
 
-// Runs `fn` with a C status and copies it out unless ignored.
+// Runs `fn` with a C status and copies it out unless ignored. The C status
+// starts as the caller's, whose MPI_ERROR most calls must leave as it was.
 template <typename Fn>
 int with_status(F* fstatus, Fn&& fn) {
   if (status_ignored(fstatus)) return fn(MPI_STATUS_IGNORE);
   MPI_Status s;
+  PMPI_Status_f2c(fstatus, &s);
   const int rc = fn(&s);
   PMPI_Status_c2f(&s, fstatus);
   return rc;
@@ -112,7 +114,10 @@ struct ReqArray {
 struct StatusArray {
   std::vector<MPI_Status> c;
   F* f;
-  explicit StatusArray(int n, F* fs) : c(statuses_ignored(fs) ? 0 : static_cast<size_t>(n > 0 ? n : 0)), f(fs) {}
+  // Starts as the caller's statuses (see with_status).
+  explicit StatusArray(int n, F* fs) : c(statuses_ignored(fs) ? 0 : static_cast<size_t>(n > 0 ? n : 0)), f(fs) {
+    for (size_t i = 0; i < c.size(); ++i) PMPI_Status_f2c(f + i * kStatusInts, &c[i]);
+  }
   MPI_Status* data() { return c.empty() ? MPI_STATUSES_IGNORE : c.data(); }
   void back(int n) {
     if (c.empty()) return;

@@ -203,25 +203,25 @@ void ensure_pull(CommState* cs, bool force) {
   if (cs->demand > 0) progress_thread_kick();  // a posted receive or an awaited reply
 }
 
-void copy_into_user(ShadowReq* r, const void* src, uint64_t take) {
-  const TypeInfo& ti = r->tinfo;
+// `take` bytes of a message (at most the receive buffer) into the user's
+// buffer of type `ti`, by basic elements: a message may end inside an item
+// (`items`: see deliver()).
+void copy_into_user(ShadowReq* r, const void* src, uint64_t take, const TypeInfo& ti, int items) {
   if (take == 0) return;
-  if (ti.contiguous) {
-    std::memcpy(const_cast<void*>(r->buf), src, take);
-  } else if (ti.size > 0) {
-    unpack_from(src, take, const_cast<void*>(r->buf), static_cast<int>(take / static_cast<uint64_t>(ti.size)),
-                r->type);
-  }
+  if (ti.contiguous) std::memcpy(const_cast<void*>(r->buf), src, take);
+  else unpack_elements(src, take, const_cast<void*>(r->buf), items, r->type, r->layout.get());
 }
 
 void finish_request(ShadowReq* r);
 
+// The request's error goes to the caller as the return code; a status's
+// MPI_ERROR field is written only by the multiple-completion calls that
+// return MPI_ERR_IN_STATUS (requests.cpp), never from here.
 void fail_request(ShadowReq* r, int code, const std::string& text) {
   if (r->error == MPI_SUCCESS) {
     r->error = code;
     r->error_text = text;
   }
-  r->status.MPI_ERROR = code;
 }
 
 // A receive finished without device work left. A request the user already
@@ -300,12 +300,21 @@ void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_d
   const bool truncated = e.bytes > cap;
   const uint64_t take = truncated ? cap : e.bytes;
   set_status(&r->status, e.src, e.tag, take);
-  if (truncated) {
-    r->error = MPI_ERR_TRUNCATE;
-    r->status.MPI_ERROR = MPI_ERR_TRUNCATE;
+  if (truncated) r->error = MPI_ERR_TRUNCATE;
+  const TypeInfo& ti = r->tinfo;
+  // Items to unpack into: with the type's layout, up to all of them (a
+  // trailing partial one included); without it, only whole ones.
+  int items = r->count;
+  if (!ti.contiguous && !r->layout) {
+    const uint64_t whole = ti.size > 0 ? take / static_cast<uint64_t>(ti.size) : 0;
+    if (whole * static_cast<uint64_t>(ti.size) != take)  // never drop the tail silently
+      fail_request(r, state().err_argument,
+                   "a message of " + std::to_string(take) + " bytes ends inside an item of a receive datatype of " +
+                       std::to_string(ti.size) + " bytes whose layout could not be decoded (see pmpi/src/layout.cpp)");
+    items = static_cast<int>(whole);
   }
   if (self_data != nullptr) {
-    copy_into_user(r, self_data->data(), take);
+    copy_into_user(r, self_data->data(), take, ti, items);
     if (self_sync != nullptr) {
       self_sync->complete = true;
       if (self_sync->user_freed) shadow_free(self_sync);
@@ -315,21 +324,19 @@ void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_d
     return;
   }
   const uint64_t payload = e.bytes - e.inline_bytes;
-  const TypeInfo& ti = r->tinfo;
   if (payload == 0 && !ti.contiguous && take != 0 && on_progress_thread()) {
     // Unpacking calls MPI: stage the data and let an application thread's
     // progress round unpack it and complete the receive.
     void* staged = r->held.stage(take);
     std::memcpy(staged, e.data, take);
-    const int items = ti.size > 0 ? static_cast<int>(take / static_cast<uint64_t>(ti.size)) : 0;
-    r->post = PostCopy{PostCopy::unpack, const_cast<void*>(r->buf), staged, take, items, r->type};
+    r->post = PostCopy{PostCopy::unpack, const_cast<void*>(r->buf), staged, take, items, r->type, r->layout};
     r->rstate = RecvState::payload;
     if (e.flags & kFlagSync) queue_reply(r);
     else flight_add(r);
     return;
   }
   if (payload == 0) {
-    copy_into_user(r, e.data, take);
+    copy_into_user(r, e.data, take, ti, items);
     r->rstate = RecvState::done;
     if (e.flags & kFlagSync) queue_reply(r);  // completes once the ack is out
     else complete_now(r);
@@ -340,9 +347,9 @@ void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_d
     dst = const_cast<void*>(r->buf);
   } else {
     dst = r->held.stage(e.bytes);
-    const int items = ti.size > 0 ? static_cast<int>(take / static_cast<uint64_t>(ti.size)) : 0;
-    r->post = ti.contiguous ? PostCopy{PostCopy::memcpy_, const_cast<void*>(r->buf), dst, take, 0, r->type}
-                            : PostCopy{PostCopy::unpack, const_cast<void*>(r->buf), dst, take, items, r->type};
+    r->post = ti.contiguous ? PostCopy{PostCopy::memcpy_, const_cast<void*>(r->buf), dst, take, 0, r->type, {}}
+                            : PostCopy{PostCopy::unpack, const_cast<void*>(r->buf), dst, take, items, r->type,
+                                       r->layout};
   }
   if (e.inline_bytes != 0) std::memcpy(static_cast<char*>(dst) + payload, e.data, e.inline_bytes);
   r->payload_buf = &r->held.wrap(dst, payload / 4, dataType::int32);
@@ -837,6 +844,8 @@ ShadowReq* new_req(ReqKind kind, Call call, CommState* cs, MPI_Comm comm, const 
   r->peer = peer;
   r->tag = tag;
   r->mode = mode;
+  // Taken here, on the application's thread: deliver() may run elsewhere.
+  if (kind == ReqKind::recv && bytes != 0 && !r->tinfo.contiguous) r->layout = type_layout(type);
   return r;
 }
 
@@ -1219,8 +1228,9 @@ ACCL_PMPI_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype sty
     return rc;
   }
   MPI_Status st[2];
+  st[0].MPI_ERROR = st[1].MPI_ERROR = MPI_SUCCESS;
   rc = MPI_Waitall(2, reqs, st);
-  if (status != MPI_STATUS_IGNORE) *status = st[0];
+  copy_status(status, st[0]);  // a single-completion call: the caller's MPI_ERROR stays
   if (rc == MPI_ERR_IN_STATUS) rc = st[0].MPI_ERROR != MPI_SUCCESS ? st[0].MPI_ERROR : st[1].MPI_ERROR;
   return rc;
 }

@@ -234,7 +234,45 @@ enum class ReqKind : uint8_t { free, send, recv, coll, message };
 enum class SendMode : uint8_t { standard, buffered, sync, ready };
 enum class RecvState : uint8_t { inactive, posted, payload, done };
 
-// A host-side copy step run when an offloaded collective completes.
+// Where the bytes of one item of a datatype live, in pack order
+// (layout.cpp): a tree as large as the type's description.
+struct TypeLayout {
+  enum Kind : uint8_t { bytes, runs, strided, indexed, structure } kind = bytes;
+  int64_t size = 0;    // data bytes of one item
+  int64_t extent = 0;  // distance between consecutive items
+  struct Run {
+    int64_t offset;
+    int64_t length;
+  };
+  struct Block {
+    int64_t displ;
+    int64_t len;  // children in a row, each one child extent further
+    int child;    // index into children
+  };
+  // bytes: `size` bytes at offset 0; runs: run_list; strided: `count` blocks
+  // of `blocklen` children[0], block i at i * stride; indexed / structure:
+  // `blocks`.
+  int64_t count = 0, blocklen = 0, stride = 0;
+  std::vector<Run> run_list;
+  std::vector<Block> blocks;
+  std::vector<std::shared_ptr<const TypeLayout>> children;
+};
+// The layout of `type`, decoded once and cached on the type; null when it
+// cannot be described. Application thread (makes MPI calls).
+std::shared_ptr<const TypeLayout> type_layout(MPI_Datatype type);
+// Copies the first `bytes` (at most one item) of packed `src` to where they
+// belong in the item at `item`; no MPI call.
+void place_leading_bytes(const TypeLayout& layout, void* item, const void* src, uint64_t bytes);
+// Unpacks `bytes` of packed data into up to `count` items of `type` at `dst`
+// by basic elements: the whole items through PMPI_Unpack, a trailing partial
+// item through `layout`, touching nothing past the received bytes. Without
+// a layout, `bytes` must be `count` whole items.
+void unpack_elements(const void* src, uint64_t bytes, void* dst, int count, MPI_Datatype type,
+                     const TypeLayout* layout);
+
+// A host-side copy step run when an offloaded operation completes: `bytes`
+// of staged data to the user's buffer (unpack: up to `count` items of
+// `type`, a trailing partial item through `layout`).
 struct PostCopy {
   enum Kind : uint8_t { none, unpack, memcpy_ } kind = none;
   void* dst = nullptr;
@@ -242,6 +280,7 @@ struct PostCopy {
   size_t bytes = 0;
   int count = 0;
   MPI_Datatype type = MPI_DATATYPE_NULL;
+  std::shared_ptr<const TypeLayout> layout;
 };
 
 struct Staging;
@@ -280,6 +319,9 @@ struct ShadowReq {
   // still use it: MPI lets the application free the type meanwhile.
   MPI_Datatype type_ref = MPI_DATATYPE_NULL;
   uint64_t bytes = 0;  // count items of type (computed once at the entry point)
+  // recv into a non-contiguous type: its layout, for a message that ends
+  // inside an item (taken at the entry point; null: contiguous or unknown)
+  std::shared_ptr<const TypeLayout> layout;
   int peer = 0;
   int tag = 0;
   const void* send_src = nullptr;  // send: contiguous bytes to send (user buffer or staging)
@@ -339,7 +381,9 @@ void p2p_forget(ShadowReq* r);      // mu held; drops r's queued device work and
 // Fills *status from a finished request, frees it unless persistent, and
 // reports its error through the comm's error handler (no lock held).
 int request_finish(ShadowReq* r, MPI_Status* status);
+// Both keep status->MPI_ERROR (see requests.cpp).
 void set_empty_status(MPI_Status* status);
+void copy_status(MPI_Status* to, const MPI_Status& from);
 // One round of progress over every comm and in-flight request (mu held).
 // Runs on application threads and on the progress thread.
 void progress_locked();

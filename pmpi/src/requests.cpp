@@ -89,6 +89,7 @@ ShadowReq* shadow_alloc(ReqKind kind, Call call) {
   r->queued_ops = 0;
   r->awaiting_reply = false;
   r->payload_buf = nullptr;
+  r->layout.reset();
   set_empty_status(&r->status);
   return r;
 }
@@ -98,6 +99,7 @@ void shadow_free(ShadowReq* r) {
   for (auto& d : r->r) d.reset();
   r->held.release();
   r->self_data.clear();
+  r->layout.reset();
   if (r->type_ref != MPI_DATATYPE_NULL) {
     type_release(r->type_ref);
     r->type_ref = MPI_DATATYPE_NULL;
@@ -119,6 +121,17 @@ ShadowReq* shadow_f2c(MPI_Fint f) {
   return &g_pool[i];
 }
 
+// MPI 3.1 3.2.5: "message-passing calls do not modify the value of the error
+// code field of status variables", except the calls that return several
+// statuses, and those if and only if they return MPI_ERR_IN_STATUS. Every
+// status we fill keeps the caller's MPI_ERROR; array_errors writes it.
+void copy_status(MPI_Status* to, const MPI_Status& from) {
+  if (to == MPI_STATUS_IGNORE) return;
+  const int kept = to->MPI_ERROR;
+  *to = from;
+  to->MPI_ERROR = kept;
+}
+
 void set_empty_status(MPI_Status* status) {
   if (status == MPI_STATUS_IGNORE) return;
   // Built once through MPI's own setters (the status has hidden fields), then
@@ -133,7 +146,7 @@ void set_empty_status(MPI_Status* status) {
     PMPI_Status_set_cancelled(&s, 0);
     return s;
   }();
-  *status = empty;
+  copy_status(status, empty);
 }
 
 namespace {
@@ -149,14 +162,8 @@ struct Outcome {
 Outcome take(ShadowReq* r, MPI_Status* status) {
   Outcome o{r->error, {}, r->comm, r->call};
   if (r->error != MPI_SUCCESS) o.text = r->error_text;  // nearly always empty: no copy
-  if (status != MPI_STATUS_IGNORE) {
-    if (r->kind == ReqKind::recv || r->cancelled) {
-      *status = r->status;
-    } else {
-      set_empty_status(status);
-      status->MPI_ERROR = r->error;
-    }
-  }
+  if (r->kind == ReqKind::recv || r->cancelled) copy_status(status, r->status);
+  else set_empty_status(status);
   if (r->persistent) {
     r->active = false;
     r->complete = false;
@@ -257,29 +264,64 @@ int test_one(MPI_Request* req, int* flag, MPI_Status* status) {
   return rc;
 }
 
-// Finishes shadow request i of an array (mu held); remembers the first error.
-void take_into(MPI_Request* reqs, int i, MPI_Status* status, Outcome* first) {
+// What a multiple-completion call (Waitall, Testall, Waitsome, Testsome)
+// reports: the first failed shadow request (for the error handler), the
+// native part's return code, and, once anything failed, the code of every
+// status slot it fills. MPI writes the statuses' MPI_ERROR fields if and
+// only if the call returns MPI_ERR_IN_STATUS (MPI 3.1 3.2.5, 3.7.5), so the
+// codes are collected while requests complete and written at the end.
+struct ArrayOutcome {
+  explicit ArrayOutcome(int n) : slots(n) {}
+  Outcome first;
+  int native_rc = MPI_SUCCESS;
+  int slots;
+  std::vector<int> codes;  // allocated at the first failure only
+  void note(int slot, int code) {
+    if (code == MPI_SUCCESS) return;
+    if (codes.empty()) codes.assign(static_cast<size_t>(slots), MPI_SUCCESS);
+    codes[static_cast<size_t>(slot)] = code;
+  }
+};
+
+// Finishes shadow request i of an array into `status` (mu held); returns
+// its error and remembers the first one.
+int take_into(MPI_Request* reqs, int i, MPI_Status* status, Outcome* first) {
   ShadowReq* r = as_shadow(reqs[i]);
   if (!r->active) {
     set_empty_status(status);
-    return;
+    return MPI_SUCCESS;
   }
   const bool persistent = r->persistent;
   Outcome o = take(r, status);
   if (!persistent) reqs[i] = MPI_REQUEST_NULL;
   if (o.error != MPI_SUCCESS && first->error == MPI_SUCCESS) *first = o;
+  return o.error;
 }
 
 MPI_Status* status_at(MPI_Status* statuses, int i) {
   return statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i];
 }
 
-int array_result(const Outcome& first, int native_rc, MPI_Status* statuses) {
-  if (first.error != MPI_SUCCESS) {
-    report(first);
-    return statuses == MPI_STATUSES_IGNORE ? first.error : MPI_ERR_IN_STATUS;
+// Native statuses k (slots `slot_of(k)`) out to the caller, their codes
+// noted when the native part failed.
+template <typename SlotOf>
+void natives_out(const NativePart& nat, int count, int native_rc, MPI_Status* statuses, ArrayOutcome* a,
+                 SlotOf&& slot_of) {
+  a->native_rc = native_rc;
+  for (int k = 0; k < count; ++k) {
+    const int slot = slot_of(k);
+    copy_status(status_at(statuses, slot), nat.statuses[static_cast<size_t>(k)]);
+    if (native_rc == MPI_ERR_IN_STATUS) a->note(slot, nat.statuses[static_cast<size_t>(k)].MPI_ERROR);
+    else a->note(slot, native_rc);
   }
-  return native_rc;
+}
+
+int array_result(const ArrayOutcome& a, MPI_Status* statuses) {
+  if (a.codes.empty()) return a.native_rc;
+  if (a.first.error != MPI_SUCCESS) report(a.first);
+  if (statuses == MPI_STATUSES_IGNORE) return a.first.error != MPI_SUCCESS ? a.first.error : a.native_rc;
+  for (int i = 0; i < a.slots; ++i) statuses[i].MPI_ERROR = a.codes[static_cast<size_t>(i)];
+  return MPI_ERR_IN_STATUS;
 }
 
 int waitall_mixed(int n, MPI_Request* reqs, MPI_Status* statuses) {
@@ -307,15 +349,14 @@ int waitall_mixed(int n, MPI_Request* reqs, MPI_Status* statuses) {
     pacer.pause();
   }
   nat.write_back(reqs);
-  if (statuses != MPI_STATUSES_IGNORE)
-    for (size_t k = 0; k < nat.where.size(); ++k) statuses[nat.where[k]] = nat.statuses[k];
-  Outcome first;
+  ArrayOutcome a(n);
+  natives_out(nat, nat.size(), native_rc, statuses, &a, [&](int k) { return nat.where[static_cast<size_t>(k)]; });
   {
     std::lock_guard lock(st.mu);
     for (int i = 0; i < n; ++i)
-      if (is_shadow(reqs[i])) take_into(reqs, i, status_at(statuses, i), &first);
+      if (is_shadow(reqs[i])) a.note(i, take_into(reqs, i, status_at(statuses, i), &a.first));
   }
-  return array_result(first, native_rc, statuses);
+  return array_result(a, statuses);
 }
 
 int testall_mixed(int n, MPI_Request* reqs, int* flag, MPI_Status* statuses) {
@@ -334,26 +375,24 @@ int testall_mixed(int n, MPI_Request* reqs, int* flag, MPI_Status* statuses) {
     return MPI_SUCCESS;
   }
   NativePart nat(n, reqs);
-  int native_rc = MPI_SUCCESS;
+  ArrayOutcome a(n);
   if (nat.size() > 0) {
     int nflag = 0;
-    native_rc = PMPI_Testall(nat.size(), nat.reqs.data(), &nflag, nat.statuses.data());
+    const int native_rc = PMPI_Testall(nat.size(), nat.reqs.data(), &nflag, nat.statuses.data());
     if (!nflag && native_rc == MPI_SUCCESS) {
       *flag = 0;
       return MPI_SUCCESS;
     }
     nat.write_back(reqs);
-    if (statuses != MPI_STATUSES_IGNORE)
-      for (size_t k = 0; k < nat.where.size(); ++k) statuses[nat.where[k]] = nat.statuses[k];
+    natives_out(nat, nat.size(), native_rc, statuses, &a, [&](int k) { return nat.where[static_cast<size_t>(k)]; });
   }
   *flag = 1;
-  Outcome first;
   {
     std::lock_guard lock(st.mu);
     for (int i = 0; i < n; ++i)
-      if (is_shadow(reqs[i])) take_into(reqs, i, status_at(statuses, i), &first);
+      if (is_shadow(reqs[i])) a.note(i, take_into(reqs, i, status_at(statuses, i), &a.first));
   }
-  return array_result(first, native_rc, statuses);
+  return array_result(a, statuses);
 }
 
 // One pass of Waitany/Testany. Returns true when it has an answer.
@@ -388,7 +427,7 @@ bool any_pass(int n, MPI_Request* reqs, int* index, MPI_Status* status, int* rc)
     if (flag && idx != MPI_UNDEFINED) {
       nat.write_back(reqs);
       *index = nat.where[static_cast<size_t>(idx)];
-      if (status != MPI_STATUS_IGNORE) *status = s;
+      copy_status(status, s);  // Waitany/Testany return the error, never write MPI_ERROR
       *rc = nrc;
       return true;
     }
@@ -414,16 +453,16 @@ bool some_pass(int n, MPI_Request* reqs, int* outcount, int* indices, MPI_Status
     native_rc = PMPI_Testsome(nat.size(), nat.reqs.data(), &nout, nind.data(), nat.statuses.data());
   const bool natives_idle = nat.size() == 0 || nout == MPI_UNDEFINED;
   int count = 0;
+  ArrayOutcome a(n);
   if (nout != MPI_UNDEFINED) {
     nat.write_back(reqs);
-    for (int k = 0; k < nout; ++k) {
-      indices[count] = nat.where[static_cast<size_t>(nind[static_cast<size_t>(k)])];
-      if (statuses != MPI_STATUSES_IGNORE) statuses[count] = nat.statuses[static_cast<size_t>(k)];
-      ++count;
-    }
+    for (int k = 0; k < nout; ++k) indices[k] = nat.where[static_cast<size_t>(nind[static_cast<size_t>(k)])];
+    natives_out(nat, nout, native_rc, statuses, &a, [](int k) { return k; });
+    count = nout;
+  } else {
+    a.native_rc = native_rc;
   }
   int active_shadows = 0;
-  Outcome first;
   {
     std::lock_guard lock(st.mu);
     progress_locked();
@@ -434,13 +473,15 @@ bool some_pass(int n, MPI_Request* reqs, int* outcount, int* indices, MPI_Status
       ++active_shadows;
       if (!r->complete) continue;
       indices[count] = i;
-      take_into(reqs, i, status_at(statuses, count), &first);
+      a.note(count, take_into(reqs, i, status_at(statuses, count), &a.first));
       ++count;
     }
   }
   if (count > 0) {
     *outcount = count;
-    *rc = array_result(first, native_rc, statuses);
+    a.slots = count;  // statuses past the completed ones stay as they were
+    if (!a.codes.empty()) a.codes.resize(static_cast<size_t>(count));
+    *rc = array_result(a, statuses);
     return true;
   }
   if (natives_idle && active_shadows == 0) {
@@ -531,7 +572,7 @@ ACCL_PMPI_EXPORT int MPI_Request_get_status(MPI_Request req, int* flag, MPI_Stat
   } else if (r->complete) {
     *flag = 1;
     if (status != MPI_STATUS_IGNORE) {
-      if (r->kind == ReqKind::recv || r->cancelled) *status = r->status;
+      if (r->kind == ReqKind::recv || r->cancelled) copy_status(status, r->status);
       else set_empty_status(status);
     }
   } else {
