@@ -13,11 +13,11 @@
 // call that runs natively: a reduction with a user-defined op, MPI_Comm_dup,
 // a call we do not intercept, computing between calls).
 //
-// It sleeps on a condition variable while nothing a peer could wait for is
-// pending (p2p_peer_may_wait()), is woken by the layer when such work appears
-// (progress_thread_kick()), and otherwise naps between rounds, from
-// kFirstNap doubling to kLongestNap: it never spins. While the application
-// thread runs progress rounds itself it stays out of the way.
+// It naps between rounds, from kFirstNap doubling to kLongestNap: it never
+// spins. After kIdleGrace in which nothing a peer could wait for was pending
+// (p2p_peer_may_wait()) it sleeps on a condition variable until the layer
+// adds such work (progress_thread_kick()). While the application thread runs
+// progress rounds itself it stays out of the way.
 //
 // It calls no MPI function: steps that need one (unpacking into a derived
 // datatype, freeing a datatype reference) are left to the application
@@ -38,6 +38,7 @@ namespace {
 
 constexpr std::chrono::microseconds kFirstNap{50};
 constexpr std::chrono::microseconds kLongestNap{1000};
+constexpr std::chrono::microseconds kIdleGrace{20000};
 
 thread_local bool t_progress_thread = false;
 
@@ -87,14 +88,19 @@ class ProgressThread {
     log::set_thread_rank(st.world_rank);
     ::pthread_setname_np(::pthread_self(), "accl-progress");
     std::chrono::microseconds nap = kFirstNap;
+    std::chrono::microseconds quiet{0};  // how long no work was seen, in naps
     uint64_t seen_app = g_app_rounds.load(std::memory_order_relaxed);
     std::unique_lock lock(m_);
     while (!stop_) {
-      // Announce "idle" before looking for work under the layer lock: work
-      // added after our look is added by a thread that takes the layer lock
-      // after us and then finds idle_ set, so it kicks; work added before
-      // it is what we find.
-      idle_.store(true, std::memory_order_seq_cst);
+      // Block only after kIdleGrace without work: a program exchanging
+      // messages then never needs a wake-up call (a futex wake and a
+      // reschedule on the critical path of each receive it posts).
+      const bool may_block = quiet >= kIdleGrace;
+      // "idle" is announced before looking for work under the layer lock:
+      // work added after our look is added by a thread that takes the layer
+      // lock after us and then finds idle_ set, so it kicks; work added
+      // before it is what we find.
+      if (may_block) idle_.store(true, std::memory_order_seq_cst);
       lock.unlock();
       bool work;
       {
@@ -102,16 +108,23 @@ class ProgressThread {
         work = p2p_peer_may_wait();
       }
       lock.lock();
-      if (!work) {
+      if (!work && may_block) {
         cv_.wait(lock, [this] { return stop_ || kicked_; });
         kicked_ = false;
         idle_.store(false, std::memory_order_relaxed);
+        quiet = std::chrono::microseconds{0};
         nap = kFirstNap;
         continue;
       }
-      idle_.store(false, std::memory_order_relaxed);
+      if (may_block) idle_.store(false, std::memory_order_relaxed);
       cv_.wait_for(lock, nap, [this] { return stop_; });
       if (stop_) break;
+      if (!work) {
+        quiet += nap;
+        nap = std::min(nap * 2, kLongestNap);
+        continue;
+      }
+      quiet = std::chrono::microseconds{0};
       nap = std::min(nap * 2, kLongestNap);
       const uint64_t app = g_app_rounds.load(std::memory_order_relaxed);
       if (app != seen_app) {
