@@ -10,16 +10,19 @@
 #include <accl_hw/hw.hpp>
 #include <accl_hw/locality.hpp>
 
+#include "settings.hpp"  // pmpi/src: the PMPI layer's settings check (MPI-free)
+
 #if ACCL_INFO_HAVE_EMU
 #include <accl_emu/emulator.hpp>
 #endif
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -206,25 +209,84 @@ void print_emulator(Printer& p) {
 }
 #endif
 
+// Every problem with the ACCL_ settings in the environment, as each layer's
+// start-up check words it: first the table-driven check of every set
+// variable (so all of them show, not only the first), then each layer's own
+// rules. `warnings` gets the unknown names (typos).
+std::vector<std::string> setting_problems(std::vector<std::string>& warnings) {
+  std::vector<std::string> problems;
+  auto note_problem = [&problems](const std::string& text) {
+    if (std::find(problems.begin(), problems.end(), text) == problems.end()) problems.push_back(text);
+  };
+  for (const auto& s : config::settings()) {
+    if (const char* v = std::getenv(s.name)) {
+      try {
+        config::check(s, v);
+      } catch (const std::exception& e) {
+        note_problem(e.what());
+      }
+    }
+  }
+  // The layers' own start-up checks (the same functions the layers run).
+  // An MPI launcher tells how many ranks the job has; alone it is one.
+  int world_size = 1;
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char* v = std::getenv(var); v != nullptr && std::atoi(v) > 0) world_size = std::atoi(v);
+  const std::vector<std::function<void()>> layer_checks = {
+      [] { config::validate(config::Layer::core); },
+#if ACCL_INFO_HAVE_EMU
+      [] { emu::validate_settings(); },
+#endif
+      [] { hw::validate_settings(); },
+      [world_size] { pmpi::settings::validate(world_size); },
+  };
+  for (const auto& check : layer_checks) {
+    try {
+      check();
+    } catch (const std::exception& e) {
+      note_problem(e.what());
+    }
+  }
+  warnings = pmpi::settings::unknown_setting_warnings();
+  return problems;
+}
+
 void print_settings(Printer& p) {
   p.section("Settings (environment)", "setting");
-  std::set<std::string> known;
   for (const auto& s : config::settings()) {
-    known.insert(s.name);
     auto v = config::get(s.name);
     p.item(s.name, v ? *v : s.default_value, v ? "(set)" : *s.default_value ? "(default)" : "(default: empty)");
     p.note(s.meaning);
+    if (const std::string allowed = config::allowed(s); !allowed.empty()) p.note("allowed: " + allowed);
   }
-  // A misspelt setting is silently ignored by every layer; point it out.
-  std::vector<std::string> unknown;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string kv = *e;
-    std::string name = kv.substr(0, kv.find('='));
-    if (!name.starts_with("ACCL_") || known.count(name) != 0) continue;
-    if (name.ends_with("_MIN_BYTES") || name.ends_with("_MAX_BYTES")) continue;  // per-call PMPI family
-    unknown.push_back(name);
+  std::vector<std::string> warnings;
+  const std::vector<std::string> problems = setting_problems(warnings);
+  p.item("problems", problems.empty() ? "none" : std::to_string(problems.size()));
+  for (size_t i = 0; i < problems.size(); ++i) p.item("problem " + std::to_string(i + 1), problems[i]);
+  for (size_t i = 0; i < warnings.size(); ++i) p.item("warning " + std::to_string(i + 1), warnings[i]);
+}
+
+// --check-settings: the start-up validation alone; exit status 1 when a
+// setting would stop ACCL.
+int check_settings() {
+  std::vector<std::string> warnings;
+  const std::vector<std::string> problems = setting_problems(warnings);
+  for (const auto& w : warnings) std::fprintf(stderr, "accl-info: warning: %s\n", w.c_str());
+  for (const auto& e : problems) std::fprintf(stderr, "accl-info: error: %s\n", e.c_str());
+  if (problems.empty()) std::printf("settings: ok\n");
+  return problems.empty() ? 0 : 1;
+}
+
+// --settings-markdown: README.md's settings table, generated from the one
+// table in core/src/config_table.cpp (docs-settings-table compares them).
+void print_settings_markdown() {
+  std::printf("| variable | default | allowed | meaning |\n| --- | --- | --- | --- |\n");
+  for (const auto& s : config::settings()) {
+    const std::string def = *s.default_value ? std::string("`") + s.default_value + "`" : "(empty)";
+    std::string allowed = config::allowed(s);
+    if (allowed.empty()) allowed = "text";
+    std::printf("| `%s` | %s | %s | %s |\n", s.name, def.c_str(), allowed.c_str(), s.meaning);
   }
-  if (!unknown.empty()) p.item("unknown ACCL_ variables", join(unknown));
 }
 
 void usage(FILE* out) {
@@ -232,6 +294,8 @@ void usage(FILE* out) {
                "usage: accl-info [options]\n"
                "  -p, --parsable       one section:key:value line per fact\n"
                "      --no-emu         do not start emulated CCLOs\n"
+               "      --check-settings check the ACCL_ settings only; exit status 1 when one is bad\n"
+               "      --settings-markdown  print the README's settings table\n"
                "      --topology FILE  use an hwloc XML topology instead of this machine\n"
                "  -h, --help           this text\n");
 }
@@ -247,6 +311,11 @@ int main(int argc, char** argv) {
       parsable = true;
     } else if (a == "--no-emu") {
       emu = false;
+    } else if (a == "--check-settings") {
+      return check_settings();
+    } else if (a == "--settings-markdown") {
+      print_settings_markdown();
+      return 0;
     } else if (a == "--topology" && i + 1 < argc) {
       topology = argv[++i];
     } else if (a == "-h" || a == "--help") {

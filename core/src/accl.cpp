@@ -9,6 +9,7 @@
 // such a call becomes a nop on the device so that a chain through it still
 // orders the calls around it.
 #include <accl/accl.hpp>
+#include <accl/config.hpp>
 #include <accl/log.hpp>
 
 #include "internal.hpp"
@@ -265,6 +266,9 @@ class Call {
 
 static std::unique_ptr<Device> require_device(std::unique_ptr<Device> device) {
   if (!device) throw ArgumentError("ACCL", -1, "call 'ACCL' on rank -1: no device given");
+  // The driver's start-up: a bad core setting stops here, named, not later
+  // as a timeout or a firmware code (config::SettingError).
+  config::validate(config::Layer::core);
   return device;
 }
 

@@ -20,13 +20,13 @@
 namespace accl::emu {
 
 DeviceSettings DeviceSettings::from_environment() {
+  validate_settings();  // every emu setting, not only the ones read here: a bad one stops device creation
   DeviceSettings s;
-  s.spin = std::chrono::microseconds(std::max<int64_t>(0, config::get_int("ACCL_EMU_SPIN_US")));
-  s.drive_spin = std::chrono::microseconds(std::max<int64_t>(0, config::get_int("ACCL_EMU_DRIVE_SPIN_US")));
-  s.drive_yield = std::chrono::microseconds(std::max<int64_t>(0, config::get_int("ACCL_EMU_YIELD_US")));
-  int64_t timeout_ms = config::get_int("ACCL_TIMEOUT_MS");
-  s.io_timeout = std::chrono::milliseconds(timeout_ms > 0 ? timeout_ms : 10000);
-  s.overflow_bytes = static_cast<size_t>(std::max<int64_t>(0, config::get_int("ACCL_EMU_OVERFLOW_BYTES")));
+  s.spin = std::chrono::microseconds(config::get_int("ACCL_EMU_SPIN_US"));
+  s.drive_spin = std::chrono::microseconds(config::get_int("ACCL_EMU_DRIVE_SPIN_US"));
+  s.drive_yield = std::chrono::microseconds(config::get_int("ACCL_EMU_YIELD_US"));
+  s.io_timeout = std::chrono::milliseconds(config::get_int("ACCL_TIMEOUT_MS"));
+  s.overflow_bytes = static_cast<size_t>(config::get_int("ACCL_EMU_OVERFLOW_BYTES"));
   return s;
 }
 

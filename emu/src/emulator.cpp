@@ -2,6 +2,8 @@
 //
 // Public entry points of the emulator (emu/include/accl_emu/emulator.hpp).
 #include "emu_device.hpp"
+#include "net_address.hpp"
+#include "transport_faults.hpp"
 
 #include <accl/config.hpp>
 
@@ -33,7 +35,30 @@ std::string to_string(TransportKind kind) {
   return "unknown";
 }
 
+void validate_settings() {
+  config::validate(config::Layer::emu);
+  // What the table cannot say: the address and the fault grammar.
+  if (auto bind = config::get("ACCL_EMU_BIND_ADDRESS")) {
+    try {
+      (void)parse_ipv4(*bind);
+    } catch (const std::invalid_argument&) {
+      throw config::SettingError("ACCL_EMU_BIND_ADDRESS", *bind, "not an IPv4 address",
+                                 "a dotted quad of this host, e.g. 127.0.0.1 or 0.0.0.0");
+    }
+  }
+  if (auto faults = config::get("ACCL_EMU_FAULTS")) {
+    try {
+      (void)parse_faults(*faults);
+    } catch (const std::invalid_argument& e) {
+      std::string why = e.what();
+      if (why.starts_with("ACCL_EMU_FAULTS: ")) why.erase(0, 17);  // the name leads our message already
+      throw config::SettingError("ACCL_EMU_FAULTS", *faults, why, "");
+    }
+  }
+}
+
 EmuOptions options_from_environment() {
+  validate_settings();
   EmuOptions o;
   o.bind_address = config::get_string("ACCL_EMU_BIND_ADDRESS");
   o.transport = parse_transport(config::get_string("ACCL_EMU_TRANSPORT"));

@@ -72,19 +72,25 @@ CardTarget parse_card(const std::string& raw, const std::string& setting) {
   return t;
 }
 
+void validate_settings() {
+  try {
+    config::validate(config::Layer::hw);
+  } catch (const config::SettingError& e) {
+    throw HwError(e.what());  // every hw failure is an accl::Error
+  }
+  if (auto dev = config::get("ACCL_DEVICE_INDEX")) (void)parse_card(*dev);
+  if (auto groups = config::get("ACCL_XRT_MEMORY_GROUPS")) (void)parse_groups(*groups);
+}
+
 XrtOptions options_from_environment() {
+  validate_settings();
   XrtOptions o;
   o.xclbin = config::get_string("ACCL_XCLBIN");
   o.device = trim(config::get_string("ACCL_DEVICE_INDEX"));
-  if (!o.device.empty()) (void)parse_card(o.device);  // reject garbage now, not after loading hwloc
   o.cclo_kernel = trim(config::get_string("ACCL_CCLO_KERNEL"));
   o.hostctrl_kernel = trim(config::get_string("ACCL_HOSTCTRL_KERNEL"));
   if (auto groups = config::get("ACCL_XRT_MEMORY_GROUPS")) o.memory_groups = parse_groups(*groups);
-  const std::string clock = config::get_string("ACCL_CCLO_CLOCK_MHZ");
-  char* end = nullptr;
-  o.clock_mhz = std::strtod(clock.c_str(), &end);
-  if (clock.empty() || *end != '\0' || !(o.clock_mhz > 0.0 && o.clock_mhz < 100000.0))
-    throw HwError("ACCL_CCLO_CLOCK_MHZ=" + clock + ": not a clock frequency in MHz (e.g. 250)");
+  o.clock_mhz = config::get_real("ACCL_CCLO_CLOCK_MHZ");
   auto lr = locality::local_rank_from_environment();
   o.local_rank = lr.rank;
   o.local_size = lr.size;

@@ -16,6 +16,7 @@
 // peer still talks to it), prints ACCL_STATS, and frees every ACCL
 // communicator including those of comms the application never freed.
 #include "pmpi.hpp"
+#include "settings.hpp"
 
 #include <accl/config.hpp>
 #include <accl/log.hpp>
@@ -53,11 +54,6 @@ State& create_state() {
 
 namespace {
 
-std::string lower(std::string v) {
-  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
-  return v;
-}
-
 std::string upper(std::string v) {
   std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::toupper(c); });
   return v;
@@ -67,70 +63,26 @@ void warn(const std::string& text) {
   std::fprintf(stderr, "[accl-pmpi rank %d] warning: %s\n", state().world_rank, text.c_str());
 }
 
-// ACCL_OFFLOAD_CALLS: comma list of call names (allreduce, MPI_Allreduce),
-// groups (p2p, coll, icoll, all); a leading ^ negates the whole list.
-void parse_calls(const std::string& text, std::array<bool, kNumCalls>& enabled) {
-  std::string list = text;
-  bool negate = false;
-  const auto first = list.find_first_not_of(" \t");
-  if (first != std::string::npos && list[first] == '^') {
-    negate = true;
-    list.erase(0, first + 1);
-  }
-  if (list.find_first_not_of(" \t,") == std::string::npos) {
-    enabled.fill(true);
-    return;
-  }
-  enabled.fill(negate);
-  size_t pos = 0;
-  while (pos <= list.size()) {
-    size_t end = list.find(',', pos);
-    if (end == std::string::npos) end = list.size();
-    std::string name = lower(list.substr(pos, end - pos));
-    name.erase(std::remove_if(name.begin(), name.end(), [](unsigned char c) { return std::isspace(c); }),
-               name.end());
-    if (name.rfind("^", 0) == 0) name.erase(0, 1);
-    if (name.rfind("mpi_", 0) == 0) name.erase(0, 4);
-    pos = end + 1;
-    if (name.empty()) continue;
-    bool known = false;
-    for (size_t c = 0; c < kNumCalls; ++c) {
-      const Call call = static_cast<Call>(c);
-      const Group g = call_group(call);
-      const bool hit = name == call_setting(call) || name == "all" || (name == "p2p" && g == Group::p2p) ||
-                       (name == "coll" && g == Group::coll) ||
-                       ((name == "icoll" || name == "nonblocking") && g == Group::icoll);
-      if (hit) {
-        enabled[c] = !negate;
-        known = true;
-      }
-    }
-    if (!known) warn("ACCL_OFFLOAD_CALLS names an unknown call '" + name + "'");
-  }
-}
-
+// Every value was validated before (first_bad_setting): read_settings only
+// converts.
 void read_settings(Settings& s) {
   s.offload = config::get_bool("ACCL_OFFLOAD");
-  const std::string fb = lower(config::get_string("ACCL_FALLBACK"));
-  if (fb == "silent" || fb.empty()) s.fallback = FallbackMode::silent;
-  else if (fb == "warn" || fb == "print") s.fallback = FallbackMode::warn;
-  else if (fb == "error") s.fallback = FallbackMode::error;
-  else throw std::invalid_argument("ACCL_FALLBACK=" + fb + " (use silent, warn or error)");
+  const std::string fb = config::get_choice("ACCL_FALLBACK");
+  s.fallback = fb == "warn" ? FallbackMode::warn : fb == "error" ? FallbackMode::error : FallbackMode::silent;
   s.trace = config::get_bool("ACCL_TRACE");
   s.stats = config::get_bool("ACCL_STATS");
-  s.device = lower(config::get_string("ACCL_DEVICE"));
-  parse_calls(config::get_string("ACCL_OFFLOAD_CALLS"), s.enabled);
-  const auto global_min = static_cast<uint64_t>(std::max<int64_t>(0, config::get_int("ACCL_MIN_BYTES")));
-  const auto global_max = static_cast<uint64_t>(std::max<int64_t>(0, config::get_int("ACCL_MAX_BYTES")));
+  s.device = config::get_choice("ACCL_DEVICE");
+  const std::vector<bool> enabled = settings::offload_calls(config::get_string("ACCL_OFFLOAD_CALLS"));
+  std::copy(enabled.begin(), enabled.end(), s.enabled.begin());
+  const auto global_min = static_cast<uint64_t>(config::get_int("ACCL_MIN_BYTES"));
+  const auto global_max = static_cast<uint64_t>(config::get_int("ACCL_MAX_BYTES"));
   for (size_t c = 0; c < kNumCalls; ++c) {
     const std::string base = "ACCL_" + upper(call_setting(static_cast<Call>(c)));
     const std::string min_name = base + "_MIN_BYTES", max_name = base + "_MAX_BYTES";
-    s.min_bytes[c] = config::get(min_name.c_str())
-                         ? static_cast<uint64_t>(std::max<int64_t>(0, config::get_int(min_name.c_str())))
-                         : global_min;
-    s.max_bytes[c] = config::get(max_name.c_str())
-                         ? static_cast<uint64_t>(std::max<int64_t>(0, config::get_int(max_name.c_str())))
-                         : global_max;
+    s.min_bytes[c] =
+        config::get(min_name.c_str()) ? static_cast<uint64_t>(config::get_int(min_name.c_str())) : global_min;
+    s.max_bytes[c] =
+        config::get(max_name.c_str()) ? static_cast<uint64_t>(config::get_int(max_name.c_str())) : global_max;
   }
   // Point-to-point is all-or-nothing per communicator (see p2p.cpp).
   s.p2p = s.enabled[static_cast<size_t>(Call::Send)] && s.enabled[static_cast<size_t>(Call::Recv)];
@@ -138,17 +90,56 @@ void read_settings(Settings& s) {
   s.rx_buffer_size = static_cast<size_t>(config::get_int("ACCL_RX_BUFFER_SIZE"));
   s.max_eager_size = static_cast<size_t>(config::max_eager_size(s.rx_buffer_count, s.rx_buffer_size));
   s.max_rendezvous_size = static_cast<size_t>(config::get_int("ACCL_MAX_RENDEZVOUS_SIZE"));
-  s.staging_limit = static_cast<size_t>(std::max<int64_t>(0, config::get_int("ACCL_P2P_STAGING_BYTES")));
-  s.buffer_cache = static_cast<size_t>(std::max<int64_t>(0, config::get_int("ACCL_BUFFER_CACHE")));
+  s.staging_limit = static_cast<size_t>(config::get_int("ACCL_P2P_STAGING_BYTES"));
+  s.buffer_cache = static_cast<size_t>(config::get_int("ACCL_BUFFER_CACHE"));
   // MPI programs legitimately enter a collective long after their peers
   // (rank 0 computes for a minute first); the device must not call that a
   // failure after the 10 s that suit direct ACCL users. A user's explicit
-  // ACCL_TIMEOUT_MS still counts, ACCL_PMPI_TIMEOUT_MS overrides both.
-  int64_t timeout_ms = kDefaultPmpiTimeoutMs;
-  if (config::get("ACCL_PMPI_TIMEOUT_MS")) timeout_ms = config::get_int("ACCL_PMPI_TIMEOUT_MS");
-  else if (config::get("ACCL_TIMEOUT_MS")) timeout_ms = config::get_int("ACCL_TIMEOUT_MS");
-  // The device counts in microseconds in 32 bits (about 71 minutes).
-  s.timeout_ms = std::clamp<int64_t>(timeout_ms, 1, int64_t{0xFFFFFFFF} / 1000);
+  // ACCL_TIMEOUT_MS still counts, ACCL_PMPI_TIMEOUT_MS overrides both. The
+  // table's range keeps either within what the device counts (32 bits of us).
+  s.timeout_ms = kDefaultPmpiTimeoutMs;
+  if (config::get("ACCL_PMPI_TIMEOUT_MS")) s.timeout_ms = config::get_int("ACCL_PMPI_TIMEOUT_MS");
+  else if (config::get("ACCL_TIMEOUT_MS")) s.timeout_ms = config::get_int("ACCL_TIMEOUT_MS");
+}
+
+// The start-up check of every layer's settings (each layer validates its
+// own; this process may load all four): the first bad one's message
+// ("ACCL_X=value: ..."), or empty.
+std::string first_bad_setting(int world_size) {
+  try {
+    config::validate(config::Layer::core);
+    emu::validate_settings();
+#if ACCL_PMPI_HAVE_HW
+    hw::validate_settings();
+#endif
+    settings::validate(world_size);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A bad setting stops the job in MPI_Init, before any rank offloads or
+// falls back: every rank that has one says which, the ranks agree, then
+// one aborts. (Running natively instead would hide the mistake.)
+void stop_on_bad_settings() {
+  State& st = state();
+  const std::string bad = first_bad_setting(st.world_size);
+  if (!bad.empty()) {
+    std::fprintf(stderr, "[accl-pmpi rank %d] error: bad setting: %s\n", st.world_rank, bad.c_str());
+    std::fflush(stderr);
+  }
+  // Inside MPI_Init the application has no traffic on MPI_COMM_WORLD yet.
+  int mine = bad.empty() ? 1 : 0, all = 0;
+  PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (all == 1) {
+    if (st.world_rank == 0)
+      for (const auto& line : settings::unknown_setting_warnings()) warn(line);
+    return;
+  }
+  // Every rank that has a bad setting has said so (before the agreement):
+  // whichever rank aborts first ends the job.
+  PMPI_Abort(MPI_COMM_WORLD, 2);
 }
 
 std::string make_secret() {
@@ -348,6 +339,7 @@ void bring_up() {
   PMPI_Comm_rank(MPI_COMM_WORLD, &st.world_rank);
   PMPI_Comm_size(MPI_COMM_WORLD, &st.world_size);
   log::set_thread_rank(st.world_rank);
+  stop_on_bad_settings();
   try {
     read_settings(st.s);
   } catch (const std::exception& e) {

@@ -1,34 +1,34 @@
 #!/usr/bin/env python3
-"""Fails when README.md's settings table and core/src/config.cpp's table differ.
+"""Fails when README.md's settings table differs from the settings table in
+core/src/config_table.cpp, as `accl-info --settings-markdown` prints it.
 
-Both must list the same ACCL_ variables with the same defaults, so the README
-stays the one place a user reads about configuration.
+The README stays the one place a user reads about configuration, and it is
+generated from the one list the code validates against. To update it, paste
+the output of `accl-info --settings-markdown` between the markers
+(scripts may do: python3 tests/docs/check_settings_table.py README.md
+build/tools/accl-info --write).
 """
-import re
+import difflib
+import subprocess
 import sys
 
-readme_path, config_path = sys.argv[1], sys.argv[2]
+readme_path, accl_info = sys.argv[1], sys.argv[2]
+write = "--write" in sys.argv[3:]
+begin, end = "<!-- settings-table-begin -->\n", "<!-- settings-table-end -->"
 
-config = open(config_path, encoding="utf-8").read()
-code = {name: default for name, default in re.findall(r'\{"(ACCL_[A-Z0-9_]+)",\s*"([^"]*)"', config)}
-
+generated = subprocess.run([accl_info, "--settings-markdown"], check=True, capture_output=True, text=True).stdout
 readme = open(readme_path, encoding="utf-8").read()
-table = readme.split("<!-- settings-table-begin -->")[1].split("<!-- settings-table-end -->")[0]
-documented = {}
-for name, default in re.findall(r"^\| `(ACCL_[A-Z0-9_]+)` \| ([^|]*) \|", table, flags=re.M):
-    default = default.strip()
-    documented[name] = "" if default == "(empty)" else default.strip("`")
+head, rest = readme.split(begin)
+documented, tail = rest.split(end)
 
-errors = []
-for name in sorted(code.keys() - documented.keys()):
-    errors.append(f"{name} is read by the code but missing from README.md")
-for name in sorted(documented.keys() - code.keys()):
-    errors.append(f"{name} is documented in README.md but not in core/src/config.cpp")
-for name in sorted(code.keys() & documented.keys()):
-    if code[name] != documented[name]:
-        errors.append(f"{name}: default is '{code[name]}' in code but '{documented[name]}' in README.md")
-
-for e in errors:
-    print(e)
-print(f"{len(code)} settings checked, {len(errors)} problems")
-sys.exit(1 if errors else 0)
+if write:
+    open(readme_path, "w", encoding="utf-8").write(head + begin + generated + end + tail)
+    print(f"{readme_path}: settings table written")
+    sys.exit(0)
+if documented != generated:
+    sys.stdout.writelines(difflib.unified_diff(documented.splitlines(True), generated.splitlines(True),
+                                               "README.md", "accl-info --settings-markdown"))
+    print("README.md's settings table differs from the code's (core/src/config_table.cpp); "
+          "regenerate it with --write")
+    sys.exit(1)
+print(f"{generated.count(chr(10)) - 2} settings checked, README.md matches")

@@ -49,7 +49,13 @@ struct EmuOptions {
   unsigned host_processes = 0;
 };
 
-// Options with every field taken from the ACCL_EMU_* environment.
+// The emulator's start-up check of its ACCL_ settings (the emu rows of the
+// settings table, the bind address, the fault grammar); throws
+// config::SettingError ("ACCL_X=value: ...") for the first bad one.
+void validate_settings();
+
+// Options with every field taken from the ACCL_EMU_* environment (validated
+// first: throws config::SettingError).
 EmuOptions options_from_environment();
 
 // Creates one emulated CCLO and starts listening on its endpoint.

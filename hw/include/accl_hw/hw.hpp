@@ -48,8 +48,13 @@ struct XrtOptions {
 // ACCL_XCLBIN, ACCL_DEVICE_INDEX, ACCL_CCLO_KERNEL, ACCL_HOSTCTRL_KERNEL,
 // ACCL_XRT_MEMORY_GROUPS, ACCL_CCLO_CLOCK_MHZ and the launcher's local rank
 // (OMPI_COMM_WORLD_LOCAL_RANK/SIZE, MPI_LOCALRANKID/MPI_LOCALNRANKS).
-// Throws HwError for malformed values.
+// Throws HwError for malformed values (validate_settings first).
 XrtOptions options_from_environment();
+
+// The hw layer's start-up check of its ACCL_ settings (the hw rows of the
+// settings table, the card and memory-group grammars), whether or not a card
+// is opened: throws HwError "ACCL_X=value: ..." for the first bad one.
+void validate_settings();
 
 // Opens the card, loads the xclbin, finds both kernels and returns the
 // device. Fails fast with HwError naming the first missing piece: card,

@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "settings.hpp"
+
+#include <accl/config.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <string_view>
+
+namespace accl::pmpi::settings {
+namespace {
+
+struct CallRow {
+  const char* setting;  // "allreduce"
+  std::string_view group;
+};
+constexpr CallRow kCalls[] = {
+#define CALL(e, mpi, setting, group) {setting, #group},
+#include "calls.def"
+#undef CALL
+};
+
+std::string lower(std::string v) {
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  return v;
+}
+
+const char* kCallsAllowed =
+    "a comma list of MPI calls (send, allreduce or MPI_Allreduce, ...) and groups (p2p, coll, icoll, all), "
+    "optionally led by ^ to negate it";
+
+// Does list item `name` (lower case, no MPI_ prefix) select `row`?
+bool selects(const std::string& name, const CallRow& row) {
+  return name == row.setting || name == "all" || (name == "p2p" && row.group == "p2p") ||
+         (name == "coll" && row.group == "coll") ||
+         ((name == "icoll" || name == "nonblocking") && row.group == "icoll");
+}
+
+}  // namespace
+
+std::vector<std::string> call_words() {
+  std::vector<std::string> out;
+  for (const auto& c : kCalls) {
+    std::string w = c.setting;
+    std::transform(w.begin(), w.end(), w.begin(), [](unsigned char ch) { return std::toupper(ch); });
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+std::vector<bool> offload_calls(const std::string& text) {
+  constexpr size_t kNumCalls = std::size(kCalls);
+  std::string list = text;
+  bool negate = false;
+  const auto first = list.find_first_not_of(" \t");
+  if (first == std::string::npos) return std::vector<bool>(kNumCalls, true);  // unset: all
+  if (list[first] == '^') {
+    negate = true;
+    list.erase(0, first + 1);
+  }
+  std::vector<bool> enabled(kNumCalls, negate);
+  size_t named = 0;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t end = list.find(',', pos);
+    if (end == std::string::npos) end = list.size();
+    std::string name = lower(list.substr(pos, end - pos));
+    pos = end + 1;
+    std::erase_if(name, [](unsigned char c) { return std::isspace(c); });
+    if (name.starts_with("^")) name.erase(0, 1);  // "^send,^recv" negates as "^send,recv" does
+    if (name.starts_with("mpi_")) name.erase(0, 4);
+    if (name.empty()) continue;
+    bool known = false;
+    for (size_t c = 0; c < kNumCalls; ++c) {
+      if (selects(name, kCalls[c])) {
+        enabled[c] = !negate;
+        known = true;
+      }
+    }
+    if (!known) throw config::SettingError("ACCL_OFFLOAD_CALLS", text, "'" + name + "' is no MPI call or group", kCallsAllowed);
+    ++named;
+  }
+  if (named == 0) throw config::SettingError("ACCL_OFFLOAD_CALLS", text, "names no call", kCallsAllowed);
+  return enabled;
+}
+
+void validate(int world_size) {
+  config::validate(config::Layer::pmpi);
+  (void)offload_calls(config::get_string("ACCL_OFFLOAD_CALLS"));
+  // The in-process transport connects only CCLOs of one process; an MPI
+  // job's ranks would first meet at their first call, as a link error.
+  if (world_size > 1 && config::get_choice("ACCL_DEVICE") == "emu" &&
+      config::get_choice("ACCL_EMU_TRANSPORT") == "inproc")
+    throw config::SettingError("ACCL_EMU_TRANSPORT", config::get_string("ACCL_EMU_TRANSPORT"),
+                               "the in-process transport reaches only this process, and this MPI job has " +
+                                   std::to_string(world_size) + " ranks",
+                               "auto, shm, tcp, udp");
+}
+
+std::vector<std::string> unknown_setting_warnings() {
+  std::vector<std::string> out;
+  for (const auto& u : config::unknown_settings(call_words())) out.push_back(config::describe(u));
+  return out;
+}
+
+}  // namespace accl::pmpi::settings
