@@ -20,6 +20,8 @@ constexpr int64_t kMax32 = int64_t{0xFFFFFFFF};
 constexpr int64_t kDatapathWord = 64;
 constexpr int64_t kGiB = int64_t{1} << 30;
 constexpr int64_t kTiB = int64_t{1} << 40;
+// Waits in microseconds: up to an hour (tests hold a reader or a yielding host thread for seconds).
+constexpr int64_t kHourUs = int64_t{3600} * 1000 * 1000;
 
 Setting text(const char* name, Layer layer, const char* def, const char* meaning) {
   Setting s;
@@ -104,7 +106,7 @@ std::vector<Setting> make_table() {
               "(process_vm_writev: one copy instead of two through a ring); 0 = never; empty = 262144 where a "
               "1 MiB process_vm_writev takes at most twice as long as memcpy (measured once per process), else "
               "never"),
-      integer("ACCL_EMU_POLL_LEASE_US", emu, "", 1, 1000000, "us",
+      integer("ACCL_EMU_POLL_LEASE_US", emu, "", 1, kHourUs, "us",
               "how long after a host thread's last poll the shm transport's reader threads leave incoming "
               "messages to it before they take over; empty = 1000, or 10000 when the host has more ACCL processes "
               "than cores (a polling thread is then preempted for whole scheduler slices, and readers woken "
@@ -114,7 +116,7 @@ std::vector<Setting> make_table() {
       integer("ACCL_EMU_DRIVE_SPIN_US", emu, "300", 0, 100000, "us",
               "how long a host thread waiting for a call keeps driving its emulated CCLO without progress before "
               "it blocks, when the host has at most one ACCL process per core (else ACCL_EMU_SPIN_US)"),
-      integer("ACCL_EMU_YIELD_US", emu, "1000", 0, 1000000, "us",
+      integer("ACCL_EMU_YIELD_US", emu, "1000", 0, kHourUs, "us",
               "how long a host thread waiting for a call keeps driving its emulated CCLO without progress, "
               "yielding the core between polls, before it blocks, when the host has more ACCL processes than "
               "cores (0: no yielding, block after ACCL_EMU_SPIN_US)"),

@@ -140,7 +140,7 @@ TEST(Settings, ExactMessages) {
        "ACCL_MAX_RENDEZVOUS_SIZE=10: too small; allowed: 0 (off) or an integer from 64 to 4294967295 bytes"},
       {"ACCL_EMU_OVERFLOW_BYTES=-1",
        "ACCL_EMU_OVERFLOW_BYTES=-1: negative; allowed: an integer from 0 to 68719476736 bytes"},
-      {"ACCL_EMU_POLL_LEASE_US=-5", "ACCL_EMU_POLL_LEASE_US=-5: negative; allowed: an integer from 1 to 1000000 us"},
+      {"ACCL_EMU_POLL_LEASE_US=-5", "ACCL_EMU_POLL_LEASE_US=-5: negative; allowed: an integer from 1 to 3600000000 us"},
       {"ACCL_EMU_DRIVE_SPIN_US=-1", "ACCL_EMU_DRIVE_SPIN_US=-1: negative; allowed: an integer from 0 to 100000 us"},
       {"ACCL_MIN_BYTES=-1", "ACCL_MIN_BYTES=-1: negative; allowed: an integer from 0 to 1099511627776 bytes"},
       {"ACCL_ALLREDUCE_MIN_BYTES=-1",
