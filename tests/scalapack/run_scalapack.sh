@@ -90,7 +90,8 @@ check_blacs_tester() {  # output file
 # Runs one tester; sets run_seconds and run_verdict, returns 0 if it passed.
 run_one() {  # tester, native|preload
   local tester=$1 how=$2 out="$work/$1.$2.out" rc start end detail
-  local -a cmd=(mpirun -np "$np")
+  # unbuffered Fortran output: a deadlocked run still shows how far it got
+  local -a cmd=(mpirun -np "$np" -x GFORTRAN_UNBUFFERED_PRECONNECTED=y)
   [[ $how == preload ]] && cmd+=(-x "LD_PRELOAD=$preload")
   cmd+=("$tester_dir/$tester")
   start=$(date +%s.%N)
@@ -127,18 +128,18 @@ for tester in "${testers[@]}"; do
     failures=$((failures + 1))
     continue
   fi
-  native_s=- preload_s=- ratio=-
+  native_s=- preload_s=- ratio=- both_passed=1
   if [[ $mode != preload ]]; then
-    run_one "$tester" native || failures=$((failures + 1))
-    native_s=$run_seconds
+    run_one "$tester" native || { failures=$((failures + 1)); both_passed=0; native_s="(failed)"; }
+    [[ $native_s == - ]] && native_s=$run_seconds
     echo "$tester native: $run_seconds s, $run_verdict"
   fi
   if [[ $mode != native ]]; then
-    run_one "$tester" preload || failures=$((failures + 1))
-    preload_s=$run_seconds
+    run_one "$tester" preload || { failures=$((failures + 1)); both_passed=0; preload_s="(failed)"; }
+    [[ $preload_s == - ]] && preload_s=$run_seconds
     echo "$tester preload: $run_seconds s, $run_verdict"
   fi
-  if [[ $native_s != - && $preload_s != - ]]; then
+  if [[ $mode == both && $both_passed == 1 ]]; then
     ratio=$(awk -v n="$native_s" -v p="$preload_s" 'BEGIN { if (n > 0) printf "%.2fx", p / n; else print "-" }')
   fi
   summary+=("$(printf '%-8s native %7s s   preload %7s s   preload/native %s (target <= 2x)' "$tester" "$native_s" "$preload_s" "$ratio")")
