@@ -10,6 +10,9 @@ packages=(
   libhwloc-dev libxrt-dev
   python3 python3-dev pybind11-dev python3-numpy python3-pytest
   clang libclang-rt-14-dev iproute2 valgrind
+  # ScaLAPACK acceptance testers (tests/scalapack): xdlu, xzlu, xdqr, xsinv, xCbtest
+  # (Open MPI build under /usr/lib/<arch>/scalapack/openmpi-tests) and their input files
+  scalapack-mpi-test scalapack-test-common
 )
 
 missing=()
