@@ -85,6 +85,15 @@ bool EmuDataPlane::pop_arrival(fw::Arrival& out) {
   }
 }
 
+bool EmuDataPlane::pop_arrival_for(uint32_t context_id, uint32_t src, fw::Arrival& out) {
+  try {
+    return sink_.pop_arrival_for(context_id, src, out);
+  } catch (const std::exception& e) {
+    ACCL_LOG_ERROR("emulated CCLO: pop_arrival_for failed: {}", e.what());
+    return false;
+  }
+}
+
 void EmuDataPlane::release_payload(const fw::Arrival& a) {
   try {
     sink_.release_payload(a);

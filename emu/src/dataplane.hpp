@@ -37,6 +37,7 @@ class EmuDataPlane final : public fw::DataPlane {
   uint32_t move(const fw::Move& m) override;
 
   bool pop_arrival(fw::Arrival& out) override;
+  bool pop_arrival_for(uint32_t context_id, uint32_t src, fw::Arrival& out) override;
   void release_payload(const fw::Arrival& a) override;
   uint32_t open_window(const fw::Window& w) override;
   void close_window(const fw::Window& w) override;

@@ -376,6 +376,16 @@ bool ReceiveSink::pop_arrival(fw::Arrival& out) {
   return true;
 }
 
+bool ReceiveSink::pop_arrival_for(uint32_t context_id, uint32_t src, fw::Arrival& out) {
+  if (arrival_count_.load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!arrivals_.take_first_if([&](const fw::Arrival& a) { return fw::arrival_is_for(a, context_id, src); }, out)) {
+    return false;
+  }
+  arrival_count_.fetch_sub(1, std::memory_order_acq_rel);
+  return true;
+}
+
 void ReceiveSink::release_locked(uint64_t token) {
   if (token & kRxTokenBit) {
     uint32_t gen = static_cast<uint32_t>(token >> 32) & 0x7FFFFFFFu;

@@ -83,6 +83,7 @@ class ReceiveSink final : public Sink {
 
   // --- firmware side (DataPlane) ---
   bool pop_arrival(fw::Arrival& out);
+  bool pop_arrival_for(uint32_t context_id, uint32_t src, fw::Arrival& out);
   void release_payload(const fw::Arrival& a);
   // `landing_fn`: the reduce function of a window with w.reduce set (see
   // fw::Window); required for those, ignored otherwise.

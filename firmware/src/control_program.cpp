@@ -328,6 +328,7 @@ uint64_t expire_calls(Fw& fw) {
         LogLine line;
         line.str("call ").dec(call.id).str(" scenario ").dec(call.d.scenario).str(" timed out");
         log_line(fw, kLogWarn, line);
+        log_waits_of_expired_call(fw, call);
       }
       finish(fw, slot, call.status | abi::kReceiveTimeoutError);
       continue;
@@ -362,10 +363,13 @@ ControlProgram::PollResult one_pass(Fw& fw) {
   }
   if (arrivals_full(fw) != fw.st.arrivals_full_reported) {
     // Full: further arrivals stay queued in the data plane until receives
-    // consume some; if none can, calls end at their deadline.
+    // consume some; meanwhile a call that waits for a peer takes that
+    // peer's next arrival past them (fetch_arrival_for).
     fw.st.arrivals_full_reported = arrivals_full(fw);
     if (fw.st.arrivals_full_reported) {
-      log_line(fw, kLogWarn, LogLine().str("arrival table full (").dec(kMaxArrivals).str(" unmatched arrivals)"));
+      log_line(fw, kLogInfo,
+               LogLine().str("arrival table full (").dec(kMaxArrivals - kArrivalsForWaitingCalls)
+                   .str(" unmatched arrivals): later ones are taken in for the calls that wait for them"));
     }
   }
   step_all(fw);

@@ -70,7 +70,16 @@ void ingest_arrival(Fw& fw, const Arrival& arrival);
 // Makes arrivals for this communicator's context matchable (and checks their
 // sequence numbers). Called whenever a call names the communicator.
 void register_comm(Fw& fw, uint32_t offset, uint32_t context_id, uint32_t size);
-inline bool arrivals_full(const Fw& fw) { return fw.st.narrivals >= kMaxArrivals; }
+// Full for arrivals in arrival order: the rest of the table is kept for the
+// arrivals waiting calls ask for (fetch_arrival_for).
+inline bool arrivals_full(const Fw& fw) { return fw.st.narrivals >= kMaxArrivals - kArrivalsForWaitingCalls; }
+// While the table is full (arrivals_full), takes the oldest arrival the data
+// plane still holds from rank `src` (or any rank) of the communicator with
+// context id `context_id`, or a link error, into the table's reserve: the
+// message a call waits for may have arrived after a table's worth of messages
+// for later calls (a root that ran ahead, another communicator). Returns
+// true if it took one.
+bool fetch_arrival_for(Fw& fw, uint32_t context_id, uint32_t src);
 
 // Oldest matchable first segment / RTS for a receive, or an error arrival
 // from a matching source (the receive then fails with its bits).
@@ -97,6 +106,8 @@ uint32_t start_collective_number(Fw& fw, uint32_t context_id);
 uint32_t find_done(Fw& fw, const PeerOp& op);
 // Removes an arrival; eager payloads are released to the data plane.
 void consume_arrival(Fw& fw, uint32_t index);
+// Warns what an expired call's ops waited for and what the arrival table held.
+void log_waits_of_expired_call(Fw& fw, const CallSlot& call);
 // Error bits if the link to `peer` (or to any member for kRankAny) is broken.
 // Asked for every pending peer operation on every pass, and
 // forget_link_failure for every arrival: the usual case (no failed link) is

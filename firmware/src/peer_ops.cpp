@@ -175,9 +175,14 @@ bool check_signature(Fw& fw, CallSlot& call, PeerOp& op, const abi::WireHeader& 
 
 // Fails the op if the link to the peer it waits on is broken. Returns true
 // when the op is finished (failed).
+// While the arrival table is full, fetches the next arrival from that peer
+// past the ones queued before it (the next pass looks at it).
 bool wait_on_peer(Fw& fw, const CallSlot& call, PeerOp& op, uint32_t peer) {
   const uint32_t bits = peer_link_status(fw, call.d.comm, call.d.comm_size, peer);
-  if (bits == 0) return false;
+  if (bits == 0) {
+    if (arrivals_full(fw)) fetch_arrival_for(fw, call.d.context_id, peer);
+    return op.error != 0;  // a fetched link error fails the op
+  }
   op.error |= bits;
   return true;
 }

@@ -15,6 +15,10 @@ namespace accl::fw::impl {
 
 inline constexpr uint32_t kMaxCalls = 64;        // pending (started, unfinished) calls
 inline constexpr uint32_t kMaxArrivals = 1024;   // arrivals not yet consumed
+// Slots of the arrival table that only arrivals a waiting call asked for may
+// take (see fetch_arrival_for): when the rest is full of messages for later
+// calls, the message a call needs now is still taken past them.
+inline constexpr uint32_t kArrivalsForWaitingCalls = 64;
 inline constexpr uint32_t kMaxComms = 64;        // communicators whose context id is known
 inline constexpr uint32_t kMaxFailedLinks = 32;  // links reported broken since the last reset
 inline constexpr uint32_t kMaxOps = 16;          // concurrent peer operations of one call
@@ -239,7 +243,8 @@ class ControlProgramState {
   // deadline that check found (lowered by calls started since).
   uint32_t passes_unchecked;
   uint64_t nearest_deadline_ns;
-  bool arrivals_full_reported;  // the "arrival table full" warning is logged once per episode
+  bool arrivals_full_reported;  // the "arrival table full" line is logged once per episode
+  bool reserve_full_reported;   // likewise the warning that the reserve for waiting calls is used up
 
   // pending calls in issue order: order[0..ncalls) index into calls
   uint32_t ncalls;

@@ -141,6 +141,47 @@ TEST(EmuSink, OverflowLimitDiscardsWithError) {
   EXPECT_TRUE(deliver(d->sink(), kPeer, header(700 * 1024)));  // space again
 }
 
+// The firmware's pop past a full arrival table: the oldest arrival of one
+// (communicator context, source), past older ones of others, each source's
+// order kept, the rest left in arrival order; a link error always qualifies.
+TEST(EmuSink, PopForOneSourceTakesItsOldestPastOthers) {
+  auto d = make_device();
+  setup_rx(*d, 2, 256);
+  auto& dp = d->dataplane();
+  struct Sent { uint32_t ctx, src, seqn; };
+  const Sent sent[] = {{2 << 1 | 1, 2, 0}, {2 << 1 | 1, 2, 1}, {3 << 1 | 1, 3, 0}, {2 << 1, 3, 0}, {2 << 1 | 1, 3, 1}};
+  for (const Sent& m : sent) {
+    auto h = header(64);
+    h.ctx = m.ctx;
+    h.src = m.src;
+    h.seqn = m.seqn;
+    ASSERT_TRUE(deliver(d->sink(), kPeer, h));
+  }
+  fw::Arrival a;
+  EXPECT_FALSE(dp.pop_arrival_for(7, abi::kRankAny, a));  // no such communicator
+  ASSERT_TRUE(dp.pop_arrival_for(2, 3, a));  // context 2, rank 3: its p2p message first
+  EXPECT_EQ(a.header.ctx, 2u << 1);
+  dp.release_payload(a);
+  ASSERT_TRUE(dp.pop_arrival_for(2, 3, a));
+  EXPECT_EQ(a.header.ctx, 2u << 1 | 1);
+  EXPECT_EQ(a.header.seqn, 1u);
+  dp.release_payload(a);
+  EXPECT_FALSE(dp.pop_arrival_for(2, 3, a));
+  ASSERT_TRUE(dp.pop_arrival_for(3, abi::kRankAny, a));
+  EXPECT_EQ(a.header.src, 3u);
+  dp.release_payload(a);
+  d->sink().link_failed(kPeer, abi::kLinkError);
+  ASSERT_TRUE(dp.pop_arrival_for(9, 0, a));
+  EXPECT_EQ(a.kind, fw::ArrivalKind::link_error);
+  for (uint32_t seqn = 0; seqn < 2; ++seqn) {  // the rest, in arrival order
+    ASSERT_TRUE(dp.pop_arrival(a));
+    EXPECT_EQ(a.header.src, 2u);
+    EXPECT_EQ(a.header.seqn, seqn);
+    dp.release_payload(a);
+  }
+  EXPECT_FALSE(dp.pop_arrival(a));
+}
+
 TEST(EmuSink, HeaderOnlyMessagesNeedNoStorage) {
   auto d = make_device();
   auto h = header(0, 1, abi::kMsgRendezvousRequest);

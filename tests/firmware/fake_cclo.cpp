@@ -254,6 +254,17 @@ bool FakeCclo::pop_arrival(Arrival& out) {
   return true;
 }
 
+bool FakeCclo::pop_arrival_for(uint32_t context_id, uint32_t src, Arrival& out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = arrivals_.begin(); it != arrivals_.end(); ++it) {
+    if (!arrival_is_for(*it, context_id, src)) continue;
+    out = *it;
+    arrivals_.erase(it);
+    return true;
+  }
+  return false;
+}
+
 void FakeCclo::release_payload(const Arrival& a) {
   std::lock_guard<std::mutex> lock(mutex_);
   payloads_.erase(a.token);

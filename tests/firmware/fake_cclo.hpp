@@ -114,6 +114,7 @@ class FakeCclo final : public DataPlane {
   void finish_call(uint64_t id, uint32_t retcode, uint64_t duration_ns) override;
   uint32_t move(const Move& m) override;
   bool pop_arrival(Arrival& out) override;
+  bool pop_arrival_for(uint32_t context_id, uint32_t src, Arrival& out) override;
   void release_payload(const Arrival& a) override;
   uint32_t open_window(const Window& w) override;
   void close_window(const Window& w) override;

@@ -172,6 +172,18 @@ class Harness final : public fw::DataPlane {
     return true;
   }
 
+  bool pop_arrival_for(uint32_t context_id, uint32_t src, fw::Arrival& out) override {
+    step();
+    for (auto it = arrivals_.begin(); it != arrivals_.end(); ++it) {
+      if (!fw::arrival_is_for(*it, context_id, src)) continue;
+      out = *it;
+      arrivals_.erase(it);
+      if (out.token != 0) live_payloads_[out.token] = Region{out.payload_addr, out.header.count, false, 0, false};
+      return true;
+    }
+    return false;
+  }
+
   void release_payload(const fw::Arrival& a) override {
     step();
     if (a.token == 0) return;

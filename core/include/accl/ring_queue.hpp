@@ -40,6 +40,19 @@ class RingQueue {
   void for_each(F&& f) const {
     for (size_t i = 0; i < size_; ++i) f(slots_[index(i)]);
   }
+  // Moves the first element `pick` selects into `out` and removes it, keeping
+  // the others in order. False (and `out` untouched) when none is selected.
+  template <typename Pred>
+  bool take_first_if(Pred&& pick, T& out) {
+    size_t i = 0;
+    while (i < size_ && !pick(std::as_const(slots_[index(i)]))) ++i;
+    if (i == size_) return false;
+    out = std::move(slots_[index(i)]);
+    for (; i + 1 < size_; ++i) slots_[index(i)] = std::move(slots_[index(i + 1)]);
+    slots_[index(size_ - 1)] = T{};
+    --size_;
+    return true;
+  }
   // Removes the elements `drop` selects, keeping the others in order.
   // Returns how many were removed.
   template <typename Pred>

@@ -110,6 +110,15 @@ struct Window {
   uint64_t operand_addr = 0;  // `bytes` bytes, in the same element type
 };
 
+// The arrivals pop_arrival_for() may take for a call waiting on rank `src`
+// (or any rank: abi::kRankAny) of the communicator with context id
+// `context_id`: its messages (header ctx >> 1, point-to-point and collective
+// alike: they share the sequence numbers) and every link error.
+inline bool arrival_is_for(const Arrival& a, uint32_t context_id, uint32_t src) {
+  if (a.kind == ArrivalKind::link_error) return true;
+  return (a.header.ctx >> 1) == context_id && (src == abi::kRankAny || a.header.src == src);
+}
+
 enum LogLevel : int { kLogError = 0, kLogWarn = 1, kLogInfo = 2, kLogDebug = 3, kLogTrace = 4 };
 
 class DataPlane {
@@ -132,6 +141,13 @@ class DataPlane {
 
   // --- network receive side ---
   virtual bool pop_arrival(Arrival& out) = 0;
+  // The oldest queued arrival for which arrival_is_for(a, context_id, src)
+  // holds, taken out of the queue past older ones that do not: the firmware
+  // asks for it when its arrival table is full and a call waits for that
+  // peer, so messages that wait for later calls never hide the one a call
+  // needs now. Per (context id, source) the order stays the arrival order,
+  // which is the order the sequence numbers are checked in.
+  virtual bool pop_arrival_for(uint32_t context_id, uint32_t src, Arrival& out) = 0;
   // Frees the RX buffer / overflow storage of an eager arrival.
   virtual void release_payload(const Arrival& a) = 0;
   // Allows a peer to write into our memory for one rendezvous transfer.
