@@ -445,6 +445,33 @@ uint32_t ACCL::get_capabilities() {
   return (caps & abi::kCapValid) ? caps : 0;
 }
 
+uint32_t ACCL::link_status(unsigned int rank, communicatorId comm) {
+  static const std::string kCall = "link_status";
+  log::ScopedRank scoped(impl_->rank.load());
+  std::lock_guard lock(impl_->mutex);
+  impl_->require_initialized(kCall);
+  const detail::CommunicatorInfo& c = impl_->communicator(kCall, comm);
+  if (rank >= c.size)
+    impl_->fail(kCall, "rank " + std::to_string(rank) + " is outside the communicator of " + std::to_string(c.size) +
+                           " ranks");
+  if ((get_capabilities() & abi::kCapLinkStatus) == 0)
+    impl_->fail(kCall, "the device does not report link status (no link-status capability)");
+  CallWords words{};
+  words[abi::kWordScenario] = abi::kConfig;
+  words[abi::kWordFunction] = abi::kGetLinkStatus;
+  words[abi::kWordComm] = c.address;
+  words[abi::kWordRootSrcDst] = rank;
+  words[abi::kWordTag] = abi::kTagAny;
+  static const std::vector<RequestPtr> no_waitfor;
+  auto request = impl_->launch(kCall, words, {}, {}, no_waitfor);
+  try {
+    request->wait();
+  } catch (const DeviceError& e) {
+    return e.retcode();  // the answer, not a failure of the call
+  }
+  return 0;
+}
+
 bool ACCL::supports(reduceFunction f) {
   const uint32_t caps = get_capabilities();
   switch (f) {

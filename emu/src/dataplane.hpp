@@ -62,7 +62,7 @@ class EmuDataPlane final : public fw::DataPlane {
                                     abi::kHwIdKernelStreams;
   static constexpr uint32_t kCapabilities = abi::kCapReduceMin | abi::kCapReduceProd | abi::kCapRendezvous |
                                             abi::kCapAlltoall | abi::kCapBarrier | abi::kCapTagAnyRecv |
-                                            abi::kCapChaining | abi::kCapValid;
+                                            abi::kCapChaining | abi::kCapLinkStatus | abi::kCapValid;
 
  private:
   void update_thread_rank();

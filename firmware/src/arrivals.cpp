@@ -138,6 +138,16 @@ void record_link_failure(Fw& fw, const Arrival& a) {
   slot->ip = a.peer_ip;
   slot->port = a.peer_port;
   slot->status = bits;
+  for (auto& c : fw.st.comms) {
+    if (!c.used || c.link_failure_unreported) continue;
+    for (uint32_t r = 0; r < c.size; ++r) {
+      if (rank_field(fw, c.offset, r, abi::kRankIp) == a.peer_ip &&
+          rank_field(fw, c.offset, r, abi::kRankPort) == a.peer_port) {
+        c.link_failure_unreported = true;
+        break;
+      }
+    }
+  }
   if (fw.dp.log_enabled(kLogWarn)) {
     LogLine line;
     line.str("link error to ").hex(a.peer_ip).str(":").dec(a.peer_port).str(" status ").hex(bits);
@@ -211,7 +221,11 @@ void register_comm(Fw& fw, uint32_t offset, uint32_t context_id, uint32_t size) 
     if (!fw.st.comms[i].used) entry = &fw.st.comms[i];
   }
   if (entry == nullptr) entry = &fw.st.comms[context_id % kMaxComms];  // full: evict one
-  if (!entry->used || entry->context_id != context_id) entry->collectives_started = 0;
+  if (!entry->used || entry->context_id != context_id) {
+    entry->collectives_started = 0;
+    // A failure recorded before the communicator's first call is news to it too.
+    entry->link_failure_unreported = peer_link_status(fw, offset, size, abi::kRankAny) != 0;
+  }
   entry->used = true;
   entry->offset = offset;
   entry->context_id = context_id;
@@ -421,6 +435,28 @@ uint32_t failed_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t 
     }
   }
   return 0;
+}
+
+uint32_t any_source_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t local_rank, uint32_t context_id) {
+  if (fw.st.failed_link_count == 0) return 0;
+  CommEntry* entry = comm_by_context(fw, context_id);
+  if (entry != nullptr && entry->link_failure_unreported) {
+    const uint32_t bits = failed_link_status(fw, comm, comm_size, abi::kRankAny);
+    entry->link_failure_unreported = false;
+    if (bits != 0) return bits;  // else the link came back meanwhile
+  }
+  uint32_t bits = 0;
+  for (uint32_t r = 0; r < comm_size; ++r) {
+    if (r == local_rank) continue;
+    const uint32_t b = failed_link_status(fw, comm, comm_size, r);
+    if (b == 0) return 0;  // someone can still send
+    bits |= b;
+  }
+  return bits;
+}
+
+void link_failure_reported(Fw& fw, uint32_t context_id) {
+  if (CommEntry* entry = comm_by_context(fw, context_id)) entry->link_failure_unreported = false;
 }
 
 void forget_failed_link(Fw& fw, uint32_t ip, uint32_t port) {

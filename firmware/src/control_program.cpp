@@ -188,6 +188,18 @@ uint32_t apply_config(Fw& fw, const Decoded& d) {
       if (uint64_t{d.count} > rx_capacity_bytes(fw)) return abi::kEagerThresholdInvalid;
       fw.st.max_eager_bytes = d.count;
       return 0;
+    case abi::kGetLinkStatus: {
+      // Answers with the error bits of the rank's failed link (0: up, or
+      // never used). Ends at once like every config call: the caller asks
+      // after a RANK_ANY receive failed with kLinkError, to learn who.
+      if (d.comm % 4 != 0 || d.comm >= abi::kConfigAreaEnd) return abi::kInvalidArgument;
+      const uint32_t size = xread(fw, d.comm + 4 * abi::kCommSizeWord);
+      if (size == 0 || size > 1024 || uint64_t{d.comm} + 4ull * abi::comm_record_words(size) > abi::kConfigAreaEnd ||
+          d.root_src_dst >= size) {
+        return abi::kInvalidArgument;
+      }
+      return peer_link_status(fw, d.comm, size, d.root_src_dst);
+    }
     case abi::kSetMaxRendezvousSize:
       // 0 disables rendezvous; otherwise it is the size of each spare buffer,
       // which must hold at least one datapath word.

@@ -116,6 +116,14 @@ uint32_t failed_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t 
 inline uint32_t peer_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t peer) {
   return fw.st.failed_link_count == 0 ? 0 : failed_link_status(fw, comm, comm_size, peer);
 }
+// Error bits for a receive from kRankAny that has no message yet: a member's
+// link failure it has not been told about (reported once per communicator,
+// see CommEntry::link_failure_unreported), or every other member's link is
+// broken (nothing can come any more); 0 while it may wait.
+uint32_t any_source_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t local_rank, uint32_t context_id);
+// A receive from kRankAny on the communicator of `context_id` has reported
+// a link failure.
+void link_failure_reported(Fw& fw, uint32_t context_id);
 void forget_failed_link(Fw& fw, uint32_t ip, uint32_t port);
 inline void forget_link_failure(Fw& fw, uint32_t ip, uint32_t port) {
   if (fw.st.failed_link_count != 0) forget_failed_link(fw, ip, port);

@@ -368,6 +368,12 @@ bool progress_recv(Fw& fw, CallSlot& call, PeerOp& op) {
     const uint32_t index = fw.st.narrivals == 0
                                ? kNoIndex
                                : find_message(fw, op.ctx, call.d.comm, op.peer, op.tag, call.collective_number);
+    if (index == kNoIndex && op.peer == abi::kRankAny) {
+      // Not every failed link: then one dead member would fail every later
+      // RANK_ANY receive, and its caller could receive from nobody else.
+      op.error |= any_source_link_status(fw, call.d.comm, call.d.comm_size, call.d.local_rank, call.d.context_id);
+      return op.error != 0;
+    }
     if (index == kNoIndex) return wait_on_peer(fw, call, op, op.peer);
     const ArrivalSlot& slot = fw.st.arrivals[index];
     if (slot.seq == SeqState::error) {
@@ -573,6 +579,8 @@ uint32_t fail_ops_waiting_on_link(Fw& fw, uint32_t ip, uint32_t port, uint32_t b
         if (op.error == 0 && op_waits_on(op, r)) {
           op.error |= bits;
           failed++;
+          if (op.kind == OpKind::recv && op.peer == abi::kRankAny && op.state == OpState::start)
+            link_failure_reported(fw, call.d.context_id);
         }
       }
     }

@@ -212,6 +212,12 @@ struct CommEntry {
   // members start the same collectives in the same order, so the k-th
   // collective has number k on every rank (carried by pre-grants).
   uint32_t collectives_started;
+  // A member's link failed and no receive from RANK_ANY on this communicator
+  // has reported it yet: the next one that starts fails with it (one that
+  // waits when the link fails fails at once). A RANK_ANY receiver thus
+  // learns of every failure once, and can then go on receiving from the
+  // members that are left (it asks which one failed with kGetLinkStatus).
+  bool link_failure_unreported;
 };
 
 struct FailedLink {

@@ -202,6 +202,9 @@ struct CommState {
   int demand = 0;                        // posted receives + probes + sends awaiting a reply
   std::vector<ShadowReq*> awaiting;      // sends waiting for the receiver's reply envelope
   bool in_active_list = false;
+  // Per rank: the device's error bits of a link found failed (0 = none);
+  // empty until the first failure. A failed member stays failed (p2p.cpp).
+  std::vector<uint32_t> failed_link;
   // all-states list for teardown
   CommState* prev_all = nullptr;
   CommState* next_all = nullptr;

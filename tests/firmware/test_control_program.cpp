@@ -322,6 +322,40 @@ TEST(FirmwareP2P, LinkErrorFailsCallsWaitingOnThatPeer) {
   EXPECT_EQ(f[1].wait(from2), std::optional<uint32_t>(0));
 }
 
+// A RANK_ANY receive learns of each member's link failure once (and its
+// caller asks kGetLinkStatus who failed); later ones wait for the members
+// left, until none is left.
+TEST(FirmwareP2P, AnySourceReceiveReportsEachLinkFailureOnce) {
+  FakeFabric f(3);
+  f.configure();
+  auto link_error_from = [&](uint32_t rank) {
+    Arrival a;
+    a.kind = ArrivalKind::link_error;
+    a.peer_ip = f[rank].ip();
+    a.peer_port = f[rank].port();
+    f[1].inject(a);
+  };
+  auto link_status = [&](uint32_t rank) {
+    return f[1].call(CallBuilder(abi::kConfig).function(abi::kGetLinkStatus).comm(kCommOffset).rank(rank));
+  };
+  EXPECT_EQ(link_status(2), 0u);
+  link_error_from(2);  // nobody waits: the next RANK_ANY receive is told
+  EXPECT_EQ(f[1].call(recv(abi::kRankAny, 4, abi::kTagAny)), uint32_t{abi::kLinkError});
+  EXPECT_EQ(link_status(2), uint32_t{abi::kLinkError});
+  EXPECT_EQ(link_status(0), 0u);
+  EXPECT_EQ(link_status(3), uint32_t{abi::kInvalidArgument});
+  const uint64_t later = f[1].submit(recv(abi::kRankAny, 4, abi::kTagAny));  // told already: waits for rank 0
+  EXPECT_EQ(f[0].call(send(1, 4, 0)), 0u);
+  EXPECT_EQ(f[1].wait(later), std::optional<uint32_t>(0));
+  EXPECT_EQ(f[1].call(recv(2, 4, 0)), uint32_t{abi::kLinkError});  // from the failed member: at once
+  const uint64_t pending = f[1].submit(recv(abi::kRankAny, 4, abi::kTagAny));
+  std::this_thread::sleep_for(10ms);
+  link_error_from(0);  // a waiting receive is told at once
+  EXPECT_EQ(f[1].wait(pending), std::optional<uint32_t>(abi::kLinkError));
+  // Nobody is left to send.
+  EXPECT_EQ(f[1].call(recv(abi::kRankAny, 4, abi::kTagAny)), uint32_t{abi::kLinkError});
+}
+
 TEST(FirmwareP2P, EagerOnlyModeRejectsMessagesBeyondRxCapacity) {
   FabricOptions o;
   o.max_rendezvous = 0;

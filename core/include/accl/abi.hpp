@@ -118,6 +118,7 @@ enum Capability : uint32_t {
   kCapBarrier = 1u << 4,
   kCapTagAnyRecv = 1u << 5,    // receive-side TAG_ANY and MPI tag matching
   kCapChaining = 1u << 6,      // waitfor resolved by the device
+  kCapLinkStatus = 1u << 7,    // kGetLinkStatus; a RANK_ANY receive reports each member's link failure once
   kCapValid = 1u << 31,        // word was written by a firmware that knows this layout
 };
 
@@ -148,6 +149,10 @@ enum ConfigFunction : uint32_t {
   kSetTimeout = 2,          // count = timeout in microseconds (extension: unit defined)
   kSetMaxEagerSize = 3,     // count = bytes
   kSetMaxRendezvousSize = 4,// count = bytes; 0 disables rendezvous (extension)
+  // Extension (kCapLinkStatus): comm = communicator address, root/src/dst =
+  // rank; RETCODE = the error bits of that rank's failed link (kLinkError
+  // plus the transport's detail), 0 while the link is up or unused.
+  kGetLinkStatus = 5,
 };
 
 enum ReduceFunction : uint32_t {

@@ -123,6 +123,11 @@ class ACCL {
   // --- device facts ---
   uint32_t get_hwid();
   uint32_t get_capabilities();  // abi::Capability bits (0 on public hardware)
+  // Error bits of the link to `rank` of `comm` as the device recorded it
+  // (abi::kLinkError plus the transport's detail), 0 while it is up or was
+  // never used. Asked after a RANK_ANY receive failed with LINK_ERROR, which
+  // names no peer. Needs abi::kCapLinkStatus (ArgumentError otherwise).
+  uint32_t link_status(unsigned int rank, communicatorId comm = GLOBAL_COMM);
   bool supports(reduceFunction f);
   bool is_simulated() const;
   Device& device();
