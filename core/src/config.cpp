@@ -21,7 +21,7 @@ const std::vector<Setting>& settings() {
       {"ACCL_MAX_RENDEZVOUS_SIZE", "4194304", "bytes of each scratch buffer used by collectives; 0 = eager only"},
       // emulator
       {"ACCL_EMU_TRANSPORT", "auto", "emulator transport: auto (in-process, else shm on one host, else tcp), inproc, shm, tcp, udp"},
-      {"ACCL_EMU_BIND_ADDRESS", "127.0.0.1", "address the emulated CCLO listens on (never all interfaces by default)"},
+      {"ACCL_EMU_BIND_ADDRESS", "127.0.0.1", "address the emulated CCLO listens on (never all interfaces by default); 0.0.0.0: every interface, and peers know the CCLO by the host's first non-loopback IPv4 address"},
       {"ACCL_EMU_OVERFLOW_BYTES", "268435456", "bytes of unexpected eager data the emulator keeps when all RX buffers are full; pages become resident as data first needs them; when the store empties after a burst deeper than 8 MiB, the pages beyond the first 8 MiB are released; a message that finds it full is discarded and its receive fails"},
       {"ACCL_EMU_SHM_DIRECT_BYTES", "", "smallest rendezvous payload the shm transport writes straight into the receiving process's buffer (process_vm_writev: one copy instead of two through a ring); 0 = never; empty = 262144 where a 1 MiB process_vm_writev takes at most twice as long as memcpy (measured once per process), else never"},
       {"ACCL_EMU_POLL_LEASE_US", "", "how long after a host thread's last poll the shm transport's reader threads leave incoming messages to it before they take over; empty = 1000, or 10000 when the host has more ACCL processes than cores (a polling thread is then preempted for whole scheduler slices, and readers woken meanwhile find no free core; the process count is known under the PMPI layer, cores = all the host's)"},

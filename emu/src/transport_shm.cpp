@@ -1869,6 +1869,9 @@ class ShmTransport final : public Transport, private InboundProgress {
         throw_errno("shm: reserve a port on " + format_address(options.bind));
       local_ = bound_address(port_reservation_.get());
     }
+    // Named (control socket, ring names, handshakes) by its identity: the
+    // address peers dial, also when bound to the wildcard.
+    local_ = identity_address(local_);
 
     listen_fd_.reset(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!listen_fd_) throw_errno("shm: socket");
@@ -2026,8 +2029,7 @@ class ShmTransport final : public Transport, private InboundProgress {
     auto backoff = std::chrono::milliseconds(1);
     UniqueFd fd;
     for (;;) {
-      fd = try_connect_control(peer);
-      if (!fd) fd = try_connect_control(NetAddress{0, peer.port});  // peer bound to 0.0.0.0
+      fd = try_connect_control(peer);  // a peer bound to 0.0.0.0 is named by its identity too
       if (fd) break;
       if (stopping_.load(std::memory_order_acquire) || Clock::now() >= find_deadline) {
         ACCL_LOG_DEBUG("shm: no shared-memory endpoint for {} on this host", format_address(peer));
