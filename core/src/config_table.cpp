@@ -95,7 +95,8 @@ std::vector<Setting> make_table() {
              "emulator transport: auto (in-process, else shm on one host, else tcp), inproc (one process only), "
              "shm, tcp, udp"),
       text("ACCL_EMU_BIND_ADDRESS", emu, "127.0.0.1",
-           "IPv4 address the emulated CCLO listens on (never all interfaces by default)"),
+           "IPv4 address the emulated CCLO listens on (never all interfaces by default); 0.0.0.0: every "
+           "interface, and peers know the CCLO by the host's first non-loopback IPv4 address"),
       integer("ACCL_EMU_OVERFLOW_BYTES", emu, "268435456", 0, 64 * kGiB, "bytes",
               "bytes of unexpected eager data the emulator keeps when all RX buffers are full; pages become "
               "resident as data first needs them; when the store empties after a burst deeper than 8 MiB, the "

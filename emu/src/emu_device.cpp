@@ -126,9 +126,14 @@ TransportSet EmuDevice::start_transports(const EmuOptions& options) {
   to.host_processes = options.host_processes;
   // Each transport is started right away so its port is bound before the
   // next one takes the same number (automatic: all share one port number).
+  // They listen on the configured address, but the CCLO is known by its
+  // identity (identity_address: a concrete address also for 0.0.0.0), which
+  // its own sends (loopback) and every peer's records must use.
+  NetAddress identity{};
   auto open = [&](std::unique_ptr<Transport> t) {
     t->start(sink_);
     to.bind.port = t->local_address().port;
+    if (identity.port == 0) identity = t->local_address();
     return t;
   };
   [[maybe_unused]] auto missing = [](const char* kind) {
@@ -169,7 +174,7 @@ TransportSet EmuDevice::start_transports(const EmuOptions& options) {
       throw missing("udp");
 #endif
   }
-  self_.port = to.bind.port;
+  self_ = identity;
   ACCL_LOG_DEBUG("emulated CCLO listening on {} ({})", to_string(self_), to_string(options.transport));
   return set;
 }

@@ -16,6 +16,7 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -250,6 +251,33 @@ inline bool is_local_ipv4(uint32_t ip) {
   return found;
 }
 
+// The address a CCLO bound to `bound` is known by: its identity in
+// communicator records and in every handshake (HelloIdentity), the address
+// peers dial and the `from` its messages are delivered with. A wildcard bind
+// (0.0.0.0: listen on every interface) names no host, so the identity is
+// this host's first non-loopback IPv4 address that is up (127.0.0.1 if there
+// is none). Receivers take a peer's identity from its handshake, never from
+// the source address its packets come from: that differs with the route
+// (a connection to 127.0.0.1 comes from 127.0.0.1, not from the address in
+// the records), and rendezvous windows, link failures and cached links are
+// all keyed by the identity.
+inline NetAddress identity_address(const NetAddress& bound) {
+  if (bound.ip != 0) return bound;
+  NetAddress identity{0x7F000001u, bound.port};
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return identity;
+  for (ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
+    if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
+    if ((it->ifa_flags & IFF_UP) == 0 || (it->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    const uint32_t ip = ntohl(reinterpret_cast<const sockaddr_in*>(it->ifa_addr)->sin_addr.s_addr);
+    if (ip == 0 || (ip >> 24) == 127) continue;
+    identity.ip = ip;
+    break;
+  }
+  ::freeifaddrs(list);
+  return identity;
+}
+
 // ---------------------------------------------------------------------------
 // Deadlines
 // ---------------------------------------------------------------------------
@@ -410,7 +438,7 @@ struct HelloIdentity {
   uint16_t version = kHelloVersion;
   uint8_t kind = 0;
   uint8_t reserved0 = 0;
-  uint32_t listen_ip = 0;     // the sender's listening address: what the receiver reports as `from`
+  uint32_t listen_ip = 0;     // the sender's identity (identity_address): what the receiver reports as `from`
   uint16_t listen_port = 0;
   uint16_t reserved1 = 0;
   uint8_t credential[32] = {};
@@ -436,6 +464,9 @@ inline HelloIdentity make_identity(HelloKind kind, const NetAddress& listen, con
 inline HelloStatus check_identity(const HelloIdentity& id, HelloKind kind, const Credential& expected,
                                   bool check_secret) {
   if (id.magic != kHelloMagic || id.version != kHelloVersion || id.kind != kind) return kHelloMalformed;
+  // The identity is what the peer is delivered as (see identity_address):
+  // a wildcard or port 0 names nobody.
+  if (id.listen_ip == 0 || id.listen_port == 0) return kHelloMalformed;
   if (check_secret && !constant_time_equal(id.credential, expected.data(), expected.size())) return kHelloBadSecret;
   return kHelloAccepted;
 }

@@ -5,6 +5,7 @@
 // on the sending thread and the payload writer produces the bytes straight
 // into the receiver's RX buffer / window: one copy, no thread hand-off.
 #include "net_address.hpp"
+#include "transport_common.hpp"
 #include "transport.hpp"
 
 #include <accl/log.hpp>
@@ -93,6 +94,8 @@ class InprocTransport final : public Transport {
  public:
   explicit InprocTransport(const TransportOptions& options) : address_(options.bind) {
     if (address_.port == 0) address_.port = pick_port();
+    // Registered under its identity, the address in the peers' records.
+    address_ = transport_detail::identity_address(address_);
   }
   ~InprocTransport() override {
     stop();

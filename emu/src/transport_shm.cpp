@@ -1071,7 +1071,14 @@ class ShmLink final : public Link {
       w = wait_space(pos, 64, deadline);
       if (w != Wait::ready) {
         if (!published) return unpublished_failure(w);
-        abort_link(w == Wait::timeout ? "send timed out mid-message" : "link closed mid-message");
+        if (w == Wait::timeout) {
+          // Says why the receiver made no room (issue 37, defect 6: under
+          // load a 4 MiB rendezvous send found its ring full for the whole
+          // ACCL_TIMEOUT_MS with the receiver's reader marked asleep).
+          abort_link(("send timed out mid-message (" + ring_state(pos) + ")").c_str());
+        } else {
+          abort_link("link closed mid-message");
+        }
         return abi::kLinkError;
       }
       const size_t contiguous = ring_bytes_ - pos % ring_bytes_;
@@ -1230,6 +1237,19 @@ class ShmLink final : public Link {
       // the control socket.
       sleep_until(ctl_.space_futex, ctl_.producer_sleeping, stop_or_ready, until(deadline, slice));
     }
+  }
+
+  // The receiving side of the ring as this producer sees it, for errors.
+  std::string ring_state(uint64_t pos) const {
+    static constexpr const char* kSleeping[] = {"awake", "asleep", "parked"};
+    const uint32_t sleeping = ctl_.consumer_sleeping.load(std::memory_order_acquire);
+    const int64_t lease = ctl_.consumer_lease_end.load(std::memory_order_acquire);
+    std::string lease_text = lease == kLeaseNone   ? "no poll lease"
+                             : lease == kLeaseHeld ? "poll lease held by a driving loop"
+                                                   : "poll lease ends in " +
+                                                         std::to_string((lease - steady_now_ns()) / 1000000) + " ms";
+    return std::to_string(pos - ctl_.tail.load(std::memory_order_acquire)) + " of " + std::to_string(ring_bytes_) +
+           " ring bytes unread, reader " + (sleeping < 3 ? kSleeping[sleeping] : "?") + ", " + lease_text;
   }
 
   void publish(uint64_t pos) {
@@ -1869,6 +1889,9 @@ class ShmTransport final : public Transport, private InboundProgress {
         throw_errno("shm: reserve a port on " + format_address(options.bind));
       local_ = bound_address(port_reservation_.get());
     }
+    // Named (control socket, ring names, handshakes) by its identity: the
+    // address peers dial, also when bound to the wildcard.
+    local_ = identity_address(local_);
 
     listen_fd_.reset(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!listen_fd_) throw_errno("shm: socket");
@@ -2026,8 +2049,7 @@ class ShmTransport final : public Transport, private InboundProgress {
     auto backoff = std::chrono::milliseconds(1);
     UniqueFd fd;
     for (;;) {
-      fd = try_connect_control(peer);
-      if (!fd) fd = try_connect_control(NetAddress{0, peer.port});  // peer bound to 0.0.0.0
+      fd = try_connect_control(peer);  // a peer bound to 0.0.0.0 is named by its identity too
       if (fd) break;
       if (stopping_.load(std::memory_order_acquire) || Clock::now() >= find_deadline) {
         ACCL_LOG_DEBUG("shm: no shared-memory endpoint for {} on this host", format_address(peer));

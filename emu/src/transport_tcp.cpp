@@ -4,7 +4,8 @@
 //
 // Wire protocol, per directed pair (one connection per direction per peer):
 //   connector -> listener  HelloIdentity (48 bytes: magic, version, kind,
-//                          connector's *listening* address, job credential)
+//                          connector's identity = the address peers know it
+//                          by, job credential)
 //   listener  -> connector HelloReply (8 bytes: accepted or why not)
 //   connector -> listener  messages: WireHeader (64 bytes) + header.count
 //                          payload bytes, back to back, nothing else.
@@ -139,7 +140,7 @@ struct Inbound {
   Phase phase = Phase::handshake;
   Clock::time_point accepted_at;
   NetAddress socket_peer;  // ephemeral address, for log lines before the handshake
-  NetAddress from;         // the peer's listening address (from the handshake)
+  NetAddress from;         // the peer's identity (from the handshake)
 
   HelloIdentity hello;
   size_t hello_got = 0;
@@ -174,7 +175,7 @@ class TcpTransport final : public Transport {
     if (::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
       throw_errno("tcp: bind " + format_address(options.bind));
     if (::listen(listen_fd_.get(), 256) != 0) throw_errno("tcp: listen");
-    local_ = bound_address(listen_fd_.get());
+    local_ = identity_address(bound_address(listen_fd_.get()));
 
     epoll_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
     wake_fd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
@@ -473,9 +474,9 @@ class TcpTransport final : public Transport {
                     describe(static_cast<HelloStatus>(reply.status)));
       return false;
     }
-    // A peer listening on 0.0.0.0 cannot name its own address: use the one
-    // it connected from, with its listening port.
-    c.from = NetAddress{c.hello.listen_ip != 0 ? c.hello.listen_ip : c.socket_peer.ip, c.hello.listen_port};
+    // The peer is who its handshake says (its identity in the communicator
+    // records), whatever address the connection came from.
+    c.from = NetAddress{c.hello.listen_ip, c.hello.listen_port};
     c.phase = Inbound::Phase::header;
     ACCL_LOG_DEBUG("tcp: accepted link {} -> {}", format_address(c.from), format_address(local_));
     return true;

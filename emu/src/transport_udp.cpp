@@ -521,7 +521,7 @@ class UdpTransport final : public Transport {
     // Selective acks cover 64 datagrams past the cumulative ack.
     tuning_.max_window = std::clamp<uint32_t>(tuning_.max_window, 1, 64);
     UniqueFd rx_fd = open_socket(options.bind);
-    local_ = bound_address(rx_fd.get());
+    local_ = identity_address(bound_address(rx_fd.get()));
     UniqueFd tx_fd = open_socket(NetAddress{options.bind.ip, 0});
     int rcvbuf = 0;
     socklen_t len = sizeof rcvbuf;
@@ -827,7 +827,8 @@ class UdpTransport final : public Transport {
         in = std::make_unique<InboundLink>();
         in->src = src;
         in->conn_id = h.conn_id;
-        in->from = NetAddress{id.listen_ip != 0 ? id.listen_ip : ntohl(src.sin_addr.s_addr), id.listen_port};
+        // Its identity, not the datagrams' source (an ephemeral send socket).
+        in->from = NetAddress{id.listen_ip, id.listen_port};
         in->last_heard = Clock::now();
         ACCL_LOG_DEBUG("udp: accepted link {} -> {}", format_address(in->from), format_address(local_));
       }

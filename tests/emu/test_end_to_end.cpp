@@ -175,8 +175,56 @@ TEST_P(EmuEndToEndTransport, RendezvousSendAndAllreduce) {
   EXPECT_TRUE(names.count("accl-" + to_string(GetParam()) + "-rx")) << "receive threads are named";
 }
 
+// Issue 38 (4): ACCL_EMU_BIND_ADDRESS=0.0.0.0, the natural setting for a job
+// spanning hosts. The CCLOs are then known by a concrete address of this
+// host (their identity), and each transport delivers a peer's messages as
+// that identity. Before, TCP and UDP delivered them as 127.0.0.1:port while
+// the communicator held 0.0.0.0:port: every rendezvous transfer was
+// discarded ("matches no open window", DMA_DECODE_ERROR); shm could not
+// reach 0.0.0.0 at all (LINK_ERROR).
+class EmuEndToEndBoundToEveryInterface : public ::testing::TestWithParam<TransportKind> {};
+
+TEST_P(EmuEndToEndBoundToEveryInterface, RendezvousSendAllreduceAndBcast) {
+  EmuOptions o = inproc();
+  o.transport = GetParam();
+  o.bind_address = "0.0.0.0";
+  std::vector<std::unique_ptr<ACCL>> world;
+  try {
+    world = create_local_world(3, InitOptions{}, o);
+  } catch (const std::runtime_error& e) {
+    if (std::string(e.what()).find("not built") != std::string::npos) GTEST_SKIP() << e.what();
+    throw;
+  }
+  on_all(world, [](ACCL& a, int rank) {
+    const unsigned n = 70000;  // every message above max_eager_size: rendezvous
+    auto buf = a.create_buffer<float>(n);
+    if (rank == 0) {
+      for (unsigned i = 0; i < n; ++i) (*buf)[i] = static_cast<float>(i);
+      a.send(*buf, n, 2, 9);
+    } else if (rank == 2) {
+      a.recv(*buf, n, 0, 9);
+      for (unsigned i = 0; i < n; ++i)
+        if ((*buf)[i] != static_cast<float>(i)) throw std::runtime_error("wrong element " + std::to_string(i));
+    }
+    auto in = a.create_buffer<int64_t>(n), out = a.create_buffer<int64_t>(n);
+    for (unsigned i = 0; i < n; ++i) (*in)[i] = rank * 1000 + i;
+    a.allreduce(*in, *out, n, reduceFunction::SUM);
+    for (unsigned i = 0; i < n; ++i)
+      if ((*out)[i] != 3000 + 3 * static_cast<int64_t>(i)) throw std::runtime_error("wrong sum " + std::to_string(i));
+    for (unsigned i = 0; i < n; ++i) (*buf)[i] = rank == 1 ? 0.25f * static_cast<float>(i) : -1.0f;
+    a.bcast(*buf, n, 1);
+    for (unsigned i = 0; i < n; ++i)
+      if ((*buf)[i] != 0.25f * static_cast<float>(i))
+        throw std::runtime_error("wrong bcast element " + std::to_string(i));
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, EmuEndToEndTransport,
                          ::testing::Values(TransportKind::tcp, TransportKind::shm, TransportKind::udp),
+                         [](const auto& param_info) { return to_string(param_info.param); });
+INSTANTIATE_TEST_SUITE_P(Kinds, EmuEndToEndBoundToEveryInterface,
+                         ::testing::Values(TransportKind::tcp, TransportKind::shm, TransportKind::udp,
+                                           TransportKind::automatic),
                          [](const auto& param_info) { return to_string(param_info.param); });
 
 // Many more threads than cores (8 ranks = 16 busy threads on 2 cores):

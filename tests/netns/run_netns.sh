@@ -6,11 +6,17 @@
 # TCP transport. Needs root and iproute2; exits 77 (meson: skipped) otherwise.
 #
 #   run_netns.sh path/to/two-hosts [--mpi path/to/mpi-two-hosts path/to/libaccl_pmpi.so]
-#                [--phases "basic links mpi late"]     (default: basic links mpi)
+#                [--phases "basic wildcard links mpi late"]  (default: basic wildcard links mpi)
 #
 # Phases:
 # basic: send/recv, allreduce, bcast, compressed allreduce, barrier across the
 #    two namespaces, every result checked.
+# wildcard: basic, and (with --mpi) the MPI phase, with every emulated CCLO
+#    bound to 0.0.0.0 (ACCL_EMU_BIND_ADDRESS, the natural setting on a
+#    cluster): each is then known by its host's address (10.77.0.x), and
+#    peers are told apart by that identity, never by the address a
+#    connection arrives from (issue 38: every rendezvous transfer was
+#    discarded, "matches no open window").
 # links:
 # 1. link down: a loop of allreduces; once it runs, `ip link set <veth> down`
 #               on host A. Both ranks must get accl::DeviceError naming
@@ -39,7 +45,7 @@ exe=${1:?usage: run_netns.sh path/to/two-hosts [--mpi mpi-two-hosts libaccl_pmpi
 shift
 mpi_exe=""
 pmpi_lib=""
-phases="basic links mpi"
+phases="basic wildcard links mpi"
 while [ $# -gt 0 ]; do
   case "$1" in
     --mpi)
@@ -107,16 +113,17 @@ make_link() {
   return 1
 }
 
-# run_pair MODE NAME [LOOP_COUNT]: starts rank 0 in A and rank 1 in B in the background.
+# run_pair MODE NAME [LOOP_COUNT [BIND]]: starts rank 0 in A and rank 1 in B
+# in the background; each binds to its own address, or to BIND if given.
 run_pair() {
-  local mode=$1 name=$2 count=${3:-0}
+  local mode=$1 name=$2 count=${3:-0} bind_all=${4:-}
   pids=()
   for r in 0 1; do
     local ns=$nsA ip=$ipA
     [ "$r" = 1 ] && ns=$nsB ip=$ipB
     # `timeout` is the last line of defence against a hang: the checks in
     # two-hosts are far tighter.
-    ip netns exec "$ns" env ACCL_EMU_TRANSPORT=tcp ACCL_EMU_BIND_ADDRESS="$ip" ACCL_TIMEOUT_MS=3000 \
+    ip netns exec "$ns" env ACCL_EMU_TRANSPORT=tcp ACCL_EMU_BIND_ADDRESS="${bind_all:-$ip}" ACCL_TIMEOUT_MS=3000 \
       ACCL_LOG_LEVEL="${ACCL_LOG_LEVEL:-warn}" \
       timeout -k 5 120 "$exe" --rank "$r" --ranks "$ipA:$portA,$ipB:$portB" --mode "$mode" --loop-seconds 60 --loop-count "$count" \
       >"$logdir/$name.$r.log" 2>&1 &
@@ -162,6 +169,12 @@ if want basic; then
   if wait_pair basic; then step "basic: PASS"; else step "basic: FAIL"; failures=$((failures + 1)); fi
 fi
 
+if want wildcard; then
+  step "basic calls, every CCLO bound to 0.0.0.0"
+  run_pair basic wildcard 0 0.0.0.0
+  if wait_pair wildcard; then step "wildcard: PASS"; else step "wildcard: FAIL"; failures=$((failures + 1)); fi
+fi
+
 # The link-failure phases: rank processes must end by themselves, with a
 # named error, within a few device timeouts.
 link_phase() {
@@ -199,8 +212,10 @@ if want links; then
 fi
 
 # --- MPI across the two namespaces -------------------------------------------------
+# mpi_phase NAME [BIND]: each rank binds to its namespace's address, or to BIND.
 mpi_phase() {
-  step "MPI (PMPI layer preloaded) across the namespaces"
+  local name=$1 bind_all=${2:-}
+  step "$name: MPI (PMPI layer preloaded) across the namespaces${bind_all:+, bound to $bind_all}"
   if [ -z "$mpi_exe" ]; then step "MPI: skipped (built without MPI or the PMPI layer)"; return; fi
   if ! command -v mpirun >/dev/null 2>&1; then step "MPI: skipped (no mpirun)"; return; fi
   make_link || { failures=$((failures + 1)); return; }
@@ -216,11 +231,12 @@ case "\$host" in
 esac
 exec ip netns exec "\$ns" /bin/sh -c "\$*"
 AGENT
-  # Each rank binds its emulated CCLO to its own namespace's address.
-  cat >"$logdir/rank.sh" <<'RANK'
+  # Each rank binds its emulated CCLO to its own namespace's address (or
+  # to the wildcard it is given).
+  cat >"$logdir/rank.sh" <<RANK
 #!/bin/bash
-export ACCL_EMU_BIND_ADDRESS=$(ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1)
-exec "$@"
+export ACCL_EMU_BIND_ADDRESS=${bind_all:-\$(ip -4 -o addr show scope global | awk '{print \$4}' | cut -d/ -f1 | head -1)}
+exec "\$@"
 RANK
   chmod +x "$logdir/agent.sh" "$logdir/rank.sh"
   local subnet=10.77.0.0/24
@@ -229,27 +245,28 @@ RANK
       --mca plm_rsh_agent "$logdir/agent.sh" --mca oob_tcp_if_include "$subnet" \
       --mca btl tcp,self --mca btl_tcp_if_include "$subnet" --mca btl_base_warn_component_unused 0 \
       -x LD_PRELOAD="$pmpi_lib" -x ACCL_EMU_TRANSPORT=tcp -x ACCL_TIMEOUT_MS=10000 -x ACCL_TRACE=1 \
-      "$logdir/rank.sh" "$mpi_exe" >"$logdir/mpi.log" 2>&1
+      "$logdir/rank.sh" "$mpi_exe" >"$logdir/$name.log" 2>&1
   local st=$?
-  echo "---- mpi (exit $st) ----"
-  grep -v "^\[accl-pmpi rank [01]\] MPI_.*offloaded" "$logdir/mpi.log"
-  echo "($(grep -c 'offloaded' "$logdir/mpi.log") offloaded calls traced)"
+  echo "---- $name (exit $st) ----"
+  grep -v "^\[accl-pmpi rank [01]\] MPI_.*offloaded" "$logdir/$name.log"
+  echo "($(grep -c 'offloaded' "$logdir/$name.log") offloaded calls traced)"
   local ok=1
   [ "$st" = 0 ] || ok=0
   for r in 0 1; do
-    grep -q "^mpi-two-hosts rank $r/2 .*: ok" "$logdir/mpi.log" || { echo "MPI: rank $r did not report ok"; ok=0; }
+    grep -q "^mpi-two-hosts rank $r/2 .*: ok" "$logdir/$name.log" || { echo "MPI: rank $r did not report ok"; ok=0; }
     for call in MPI_Allreduce MPI_Bcast MPI_Reduce; do
-      grep -q "^\[accl-pmpi rank $r\] $call .*: offloaded" "$logdir/mpi.log" ||
+      grep -q "^\[accl-pmpi rank $r\] $call .*: offloaded" "$logdir/$name.log" ||
         { echo "MPI: rank $r: $call was not offloaded to ACCL"; ok=0; }
     done
   done
-  grep -q "^\[accl-pmpi rank 0\] MPI_Send .*: offloaded" "$logdir/mpi.log" || { echo "MPI: MPI_Send not offloaded"; ok=0; }
+  grep -q "^\[accl-pmpi rank 0\] MPI_Send .*: offloaded" "$logdir/$name.log" || { echo "MPI: MPI_Send not offloaded"; ok=0; }
   local ns_count
-  ns_count=$(grep -o "^mpi-two-hosts rank ./2 netns [0-9]*" "$logdir/mpi.log" | awk '{print $5}' | sort -u | wc -l)
+  ns_count=$(grep -o "^mpi-two-hosts rank ./2 netns [0-9]*" "$logdir/$name.log" | awk '{print $5}' | sort -u | wc -l)
   [ "$ns_count" = 2 ] || { echo "MPI: the ranks did not run in two different network namespaces"; ok=0; }
-  if [ "$ok" = 1 ]; then step "MPI: PASS"; else step "MPI: FAIL"; failures=$((failures + 1)); fi
+  if [ "$ok" = 1 ]; then step "$name: PASS"; else step "$name: FAIL"; failures=$((failures + 1)); fi
 }
-want mpi && mpi_phase
+want mpi && mpi_phase mpi
+want wildcard && mpi_phase mpi-wildcard 0.0.0.0
 
 # --- late rendezvous data after a failed receive ---------------------------------
 late_phase() {

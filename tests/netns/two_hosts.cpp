@@ -7,7 +7,7 @@
 //
 //   two-hosts --rank R --ranks IP0:PORT0,IP1:PORT1 --mode basic|loop|late [--loop-seconds S] [--loop-count N]
 //
-// Environment: ACCL_EMU_TRANSPORT=tcp, ACCL_EMU_BIND_ADDRESS=<this host's IP>,
+// Environment: ACCL_EMU_TRANSPORT=tcp, ACCL_EMU_BIND_ADDRESS=<this host's IP or 0.0.0.0>,
 // ACCL_TIMEOUT_MS (the script uses 3000).
 //
 // basic: send/recv in both directions (eager and rendezvous sizes), allreduce,
@@ -322,14 +322,22 @@ int main(int argc, char** argv) {
 
   accl::emu::EmuOptions eo = accl::emu::options_from_environment();
   if (eo.transport != accl::emu::TransportKind::tcp) die("run with ACCL_EMU_TRANSPORT=tcp");
-  if (eo.bind_address != eps[g_rank].ip)
+  // 0.0.0.0 listens on every interface; the CCLO is then known by this
+  // host's address, which must be the one the peer has in its records.
+  const bool wildcard = eo.bind_address == "0.0.0.0";
+  if (eo.bind_address != eps[g_rank].ip && !wildcard)
     die("ACCL_EMU_BIND_ADDRESS (" + eo.bind_address + ") is not this rank's IP " + eps[g_rank].ip);
   eo.port = eps[g_rank].port;
   eo.bank_bytes = size_t{1} << 30;
 
   std::unique_ptr<ACCL> a;
   try {
-    a = std::make_unique<ACCL>(accl::emu::create_device(eo));
+    auto device = accl::emu::create_device(eo);
+    const accl::emu::Endpoint me = accl::emu::endpoint(*device);
+    if (me.ip != eps[g_rank].ip || me.port != eps[g_rank].port)
+      die("bound to " + eo.bind_address + ", the CCLO is known as " + me.ip + ":" + std::to_string(me.port) +
+          ", not as this rank's " + eps[g_rank].ip + ":" + std::to_string(eps[g_rank].port));
+    a = std::make_unique<ACCL>(std::move(device));
     std::vector<accl::rank_t> ranks(2);
     for (int q = 0; q < 2; ++q) {
       ranks[q].ip = eps[q].ip;

@@ -85,6 +85,45 @@ TEST_P(TransportConformance, ReportsTheBoundAddress) {
   EXPECT_EQ(t->name(), GetParam().name);
 }
 
+// Issue 38 (4): a transport bound to the wildcard 0.0.0.0 (every interface,
+// the natural setting for a job spanning hosts) is known by a concrete
+// address of this host, and its messages are delivered as coming from that
+// identity, the one in the peers' records, not from whatever source address
+// the route gave them (a connection to 127.0.0.1 comes from 127.0.0.1).
+// Before, TCP and UDP delivered them as 127.0.0.1:port while the records held
+// 0.0.0.0:port, so no rendezvous window matched (DMA_DECODE_ERROR), and the
+// shared-memory transport could not reach 0.0.0.0 at all (LINK_ERROR).
+TEST_P(TransportConformance, AWildcardBoundTransportIsKnownAndDeliveredByItsIdentity) {
+  TransportOptions wildcard = options();
+  wildcard.bind = NetAddress{0, 0};
+  RecordingSink sink_a, sink_b;
+  auto a = make(wildcard);
+  auto b = make(wildcard);  // every rank of a job has the same setting
+  for (const auto* t : {a.get(), b.get()}) {
+    const NetAddress id = t->local_address();
+    EXPECT_NE(id.ip, 0u) << "a wildcard bind must not be the identity";
+    EXPECT_TRUE(transport_detail::is_local_ipv4(id.ip)) << transport_detail::format_address(id);
+    EXPECT_NE(id.port, 0);
+  }
+  a->start(sink_a);
+  b->start(sink_b);
+  auto ab = a->connect(b->local_address(), in(5000ms));
+  auto ba = b->connect(a->local_address(), in(5000ms));
+  ASSERT_NE(ab, nullptr);
+  ASSERT_NE(ba, nullptr);
+  const std::vector<size_t> sizes = {0, 100, 1 << 20};
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    PatternWriter x(static_cast<uint32_t>(i), sizes[i]), y(static_cast<uint32_t>(i), sizes[i]);
+    const auto h = make_header(static_cast<uint32_t>(sizes[i]), static_cast<uint32_t>(i));
+    ASSERT_EQ(ab->send(h, x, in(10000ms)), 0u);
+    ASSERT_EQ(ba->send(h, y, in(10000ms)), 0u);
+  }
+  ASSERT_TRUE(sink_b.wait_messages(sizes.size(), 30000ms));
+  ASSERT_TRUE(sink_a.wait_messages(sizes.size(), 30000ms));
+  expect_in_order(sink_b.messages(), a->local_address(), 0, sizes);
+  expect_in_order(sink_a.messages(), b->local_address(), 0, sizes);
+}
+
 TEST_P(TransportConformance, MessagesOfEverySizeArriveIntactAndInOrder) {
   auto p = make_pair();
   auto link = p->a->connect(p->b->local_address(), in(5000ms));

@@ -60,6 +60,13 @@ TEST(Handshake, IdentityChecks) {
   EXPECT_EQ(check_identity(id, kHelloTcp, make_credential("t"), false), kHelloAccepted);
   id.magic = 0;
   EXPECT_EQ(check_identity(id, kHelloTcp, right, false), kHelloMalformed);
+  // A peer is delivered as the identity it names: a wildcard or port 0
+  // names nobody (issue 38: such a hello used to be replaced by the
+  // connection's source address).
+  EXPECT_EQ(check_identity(make_identity(kHelloTcp, NetAddress{0, 9}, right), kHelloTcp, right, true),
+            kHelloMalformed);
+  EXPECT_EQ(check_identity(make_identity(kHelloTcp, NetAddress{0x7F000001u, 0}, right), kHelloTcp, right, true),
+            kHelloMalformed);
 }
 
 TEST(Deadlines, WaitMsIsCappedAndRoundsUp) {
@@ -72,6 +79,15 @@ TEST(Addresses, Format) {
   EXPECT_EQ(format_address(NetAddress{0x0A0A0A01u, 5001}), "10.10.10.1:5001");
   EXPECT_TRUE(is_local_ipv4(0x7F000001u));
   EXPECT_FALSE(is_local_ipv4(0xC0000201u));  // TEST-NET-1
+}
+
+TEST(Addresses, AWildcardBindIsKnownByAnAddressOfThisHost) {
+  const NetAddress concrete{0x7F000001u, 7};
+  EXPECT_TRUE(identity_address(concrete) == concrete);
+  const NetAddress id = identity_address(NetAddress{0, 7});
+  EXPECT_NE(id.ip, 0u);
+  EXPECT_TRUE(is_local_ipv4(id.ip)) << format_address(id);
+  EXPECT_EQ(id.port, 7);
 }
 
 }  // namespace
