@@ -14,6 +14,7 @@
 
 #include "internal.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 
@@ -95,10 +96,19 @@ void ACCL::Impl::require_initialized(const std::string& call) const {
   if (!initialized) fail(call, "not initialized (call initialize() first, and not after deinit())");
 }
 
+std::vector<detail::CommunicatorInfo>::const_iterator ACCL::Impl::find_communicator(communicatorId comm) const {
+  // The global communicator is created first and never freed: no search on
+  // the common path.
+  if (!communicators.empty() && communicators.front().id == comm) return communicators.begin();
+  auto it = std::lower_bound(communicators.begin(), communicators.end(), comm,
+                             [](const detail::CommunicatorInfo& c, communicatorId id) { return c.id < id; });
+  return it != communicators.end() && it->id == comm ? it : communicators.end();
+}
+
 const detail::CommunicatorInfo& ACCL::Impl::communicator(const std::string& call, communicatorId comm) const {
-  if (comm >= communicators.size() || !communicators[comm])
-    fail(call, "communicator " + std::to_string(comm) + " does not exist");
-  return *communicators[comm];
+  auto it = find_communicator(comm);
+  if (it == communicators.end()) fail(call, "communicator " + std::to_string(comm) + " does not exist");
+  return *it;
 }
 
 std::shared_ptr<detail::CallRequest> ACCL::Impl::launch(const std::string& name, const CallWords& words,

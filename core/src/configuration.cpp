@@ -150,6 +150,7 @@ void ACCL::Impl::initialize(const std::vector<rank_t>& ranks, int local_rank, co
 
     exchange.reset(static_cast<uint32_t>(rx_table_end), abi::kConfigAreaEnd);
     communicators.clear();
+    next_communicator_id = 0;
     communicators_created = 0;
     global_ranks = ranks;
     create_communicator(kCall, ranks, local_rank, 0u);
@@ -267,14 +268,21 @@ communicatorId ACCL::Impl::create_communicator(const std::string& call, const st
   word(abi::comm_context_word(nranks), context);
 
   ++communicators_created;
+  // After 2^32 creations the counter wraps: skip the ids still alive (the
+  // global communicator's 0 among them).
+  while (find_communicator(next_communicator_id) != communicators.end()) ++next_communicator_id;
+  const communicatorId id = next_communicator_id++;
   detail::CommunicatorInfo info;
+  info.id = id;
   info.address = *address;
   info.bytes = bytes;
   info.size = nranks;
   info.local_rank = static_cast<uint32_t>(local_rank);
   info.context_id = context;
-  communicators.emplace_back(std::move(info));
-  const auto id = static_cast<communicatorId>(communicators.size() - 1);
+  // Ids increase, so a new one sorts last -- except after the counter wrapped.
+  const auto position = std::lower_bound(communicators.begin(), communicators.end(), id,
+                                         [](const detail::CommunicatorInfo& c, communicatorId v) { return c.id < v; });
+  communicators.insert(position, std::move(info));
   ACCL_LOG_DEBUG("communicator {} at {:#06x}: {} ranks, local rank {}, context {}", id, *address, nranks, local_rank,
                  context);
   return id;
@@ -287,7 +295,7 @@ void ACCL::Impl::free_communicator(communicatorId comm) {
   // Clear the record so a stale comm address can never look like a live one.
   for (uint32_t offset = 0; offset < info.bytes; offset += kWordBytes) device.write(info.address + offset, 0);
   exchange.release(info.address, info.bytes);
-  communicators[comm].reset();
+  communicators.erase(find_communicator(comm));
 }
 
 std::vector<rank_t> ACCL::Impl::read_comm_group(communicatorId comm) {

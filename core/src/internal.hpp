@@ -150,6 +150,7 @@ inline std::shared_ptr<CallRequest> make_request(CallRequest::Params&& params) {
 // A communicator as the driver remembers it (the record itself lives in
 // exchange memory).
 struct CommunicatorInfo {
+  communicatorId id = 0;
   uint32_t address = 0;
   uint32_t bytes = 0;
   uint32_t size = 0;
@@ -185,7 +186,11 @@ struct ACCL::Impl {
   std::vector<DeviceAllocation> spare_buffers;
   detail::ExchangeAllocator exchange;
   std::vector<rank_t> global_ranks;  // as given to initialize(), for split_communicator
-  std::vector<std::optional<detail::CommunicatorInfo>> communicators;  // index = communicatorId
+  // Live communicators only, sorted by id: a freed one leaves no trace, so an
+  // application that dups and frees communicators forever keeps this at its
+  // peak live count (a table indexed by id grew by one entry per creation).
+  std::vector<detail::CommunicatorInfo> communicators;
+  communicatorId next_communicator_id = 0;  // increasing; reused only after 2^32 creations
   uint32_t communicators_created = 0;  // default context ids
   encoding::ArithSlots arith_slots;
 
@@ -206,6 +211,8 @@ struct ACCL::Impl {
   [[noreturn]] void fail(const std::string& call, const std::string& cause) const;
   void require_initialized(const std::string& call) const;
   const detail::CommunicatorInfo& communicator(const std::string& call, communicatorId comm) const;
+  // Position of live communicator `comm` in `communicators`, or its end.
+  std::vector<detail::CommunicatorInfo>::const_iterator find_communicator(communicatorId comm) const;
   // Validates `waitfor`, syncs `inputs` to the device and starts the call.
   // `name` must have static storage duration. Caller holds `mutex`.
   std::shared_ptr<detail::CallRequest> launch(const std::string& name, const CallWords& words,

@@ -4,6 +4,7 @@
 //
 // Per directed pair, the sender creates a POSIX shm segment
 //   /accl-<secret hash>-<receiver ip>-<receiver port>-<sender port>-<pid>-<n>
+// (shm_segments.hpp; a new transport removes those of dead processes)
 // (mode 0600): one 4 KiB control page plus a data ring of whole pages. It
 // announces the segment over the receiver's control socket, a Unix
 // SOCK_SEQPACKET socket at the abstract address "accl-emu-shm-v1/<ip>:<port>"
@@ -27,6 +28,7 @@
 // themselves, also ones still streaming in (Transport::poll; see InboundRing and PollActivity below).
 // A payload that several sends repeat goes through the sender's outbox instead of every ring (see Outbox).
 // A rendezvous payload for one peer is written by the sender straight into the receiver's window (see DirectGate).
+#include "shm_segments.hpp"
 #include "transport_common.hpp"
 
 #include <accl/spin.hpp>
@@ -1876,7 +1878,9 @@ class ShmTransport final : public Transport, private InboundProgress {
     tuning_.ring_bytes = (ring + kPageBytes - 1) / kPageBytes * kPageBytes;
     tuning_.max_piece_bytes = std::clamp(round_up64(tuning_.max_piece_bytes), size_t{4096}, tuning_.ring_bytes / 2);
     Sha256::Digest h = Sha256().update(std::string("accl-emu-shm-name-v1\n")).update(options.job_secret).finish();
-    name_prefix_ = "/accl-" + to_hex(h.data(), 8);
+    job_hash_ = to_hex(h.data(), 8);
+    // Segments of killed jobs would hold /dev/shm memory until reboot.
+    remove_stale_shm_segments();
 
     local_ = options.bind;
     if (local_.port == 0) {
@@ -2062,9 +2066,8 @@ class ShmTransport final : public Transport, private InboundProgress {
     std::shared_ptr<Mapping> mapping;
     std::string name;
     for (int attempt = 0; !mapping && attempt < 16; ++attempt) {
-      name = name_prefix_ + "-" + to_hex_ip(peer.ip) + "-" + std::to_string(peer.port) + "-" +
-             std::to_string(local_.port) + "-" + std::to_string(::getpid()) + "-" +
-             std::to_string(name_counter_.fetch_add(1));
+      name = "/" + format_shm_segment_name({job_hash_, peer.ip, peer.port, local_.port, static_cast<int>(::getpid()),
+                                            name_counter_.fetch_add(1)});
       mapping = Mapping::create(name, tuning_.ring_bytes);
       if (!mapping && errno != EEXIST) break;
     }
@@ -2106,11 +2109,6 @@ class ShmTransport final : public Transport, private InboundProgress {
     ACCL_LOG_DEBUG("shm: connected {} -> {} ({})", format_address(local_), format_address(peer), name);
     return std::make_shared<ShmLink>(std::move(mapping), std::move(fd), peer, tuning_, spin_,
                                      static_cast<InboundProgress&>(*this), outbox_, direct_);
-  }
-
-  static std::string to_hex_ip(uint32_t ip) {
-    uint8_t b[4] = {uint8_t(ip >> 24), uint8_t(ip >> 16), uint8_t(ip >> 8), uint8_t(ip)};
-    return to_hex(b, 4);
   }
 
   static UniqueFd try_connect_control(const NetAddress& a) {
@@ -2322,7 +2320,7 @@ class ShmTransport final : public Transport, private InboundProgress {
   const Credential credential_;
   const bool check_secret_;
   const std::chrono::microseconds spin_;
-  std::string name_prefix_;
+  std::string job_hash_;  // names this job's ring segments (shm_segments.hpp)
   NetAddress local_;
   UniqueFd port_reservation_;
   UniqueFd listen_fd_;

@@ -12,8 +12,6 @@
 #include <cstdio>
 #include <ctime>
 #include <dirent.h>
-#include <sched.h>
-#include <sys/resource.h>
 #include <fstream>
 #include <set>
 #include <functional>
@@ -416,63 +414,33 @@ TEST(EmuEndToEnd, PingPongLatency) {
   std::printf("send/recv round trip of 4 bytes: %.1f us\n", us);
 }
 
-// A world with a core per rank (create_local_world counts its CCLOs as the
-// host's ACCL processes when they fit the cores) keeps its waiting host
-// threads driving through a ping-pong: a wait lasts about one round trip,
-// and blocking would cost a wake-up on both sides. Without that count the
-// spin budget collapsed: one blocked wait lengthened the peer's, which then
-// counted as a failed spin too, until every wait blocked (2 ranks, thread
-// each: median one-way 27 us instead of 1.4-3.3 us, accl-bench-core
-// --ranks 2 --ops pingpong). Counted as voluntary context switches of the two host
-// threads; run alone (its own meson test), since a busy neighbour steals the
-// peer's core for whole scheduler slices.
-TEST(EmuEndToEnd, TwoRankWorldKeepsItsHostThreadsDrivingThroughAPingPong) {
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  if (::sched_getaffinity(0, sizeof cpus, &cpus) != 0 || CPU_COUNT(&cpus) < 2) GTEST_SKIP() << "needs a core per rank";
+// A 2-rank world (a core per rank where the host has them: its waiting host
+// threads keep driving) plays a ping-pong whose first echoes come 2 ms late:
+// every message arrives intact and in order. How often the threads block
+// meanwhile depends on the host's load, so that is measured by
+// benchmarks/core (accl-bench-emu-scheduling pingpong-spin), not here.
+TEST(EmuEndToEnd, TwoRankPingPongWithLateEchoesDeliversEveryRound) {
   auto world = create_local_world(2, InitOptions{}, inproc());
-  constexpr int kRounds = 5000;
-  long switches[2] = {0, 0};
+  constexpr int kRounds = 1000;
   on_all(world, [&](ACCL& a, int rank) {
     auto buf = a.create_buffer_host<int32_t>(2);
-    // Warm-up: links, RX buffers. Its first 10 echoes come 2 ms late (a
-    // peer preempted, say): every rank-0 wait for them outlasts any spin, so
-    // a budget without a floor is driven to zero here, as slow waits drive
-    // it in real runs; the floor must bring it back once waits are short.
-    for (int i = 0; i < 200; ++i) {
-      if (rank == 0) {
-        a.send(*buf, 2, 1, 3);
-        a.recv(*buf, 2, 1, 3);
-      } else {
-        a.recv(*buf, 2, 0, 3);
-        if (i < 10) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        a.send(*buf, 2, 0, 3);
-      }
-    }
-    rusage before{};
-    ::getrusage(RUSAGE_THREAD, &before);
     for (int i = 0; i < kRounds; ++i) {
       if (rank == 0) {
         (*buf)[0] = i;
+        (*buf)[1] = 7 * i;
         a.send(*buf, 2, 1, 3);
         a.recv(*buf, 2, 1, 3);
-        if ((*buf)[0] != -i) throw std::runtime_error("wrong echo in round " + std::to_string(i));
+        if ((*buf)[0] != -i || (*buf)[1] != -7 * i) throw std::runtime_error("wrong echo in round " + std::to_string(i));
       } else {
         a.recv(*buf, 2, 0, 3);
-        if ((*buf)[0] != i) throw std::runtime_error("wrong ping in round " + std::to_string(i));
+        if ((*buf)[0] != i || (*buf)[1] != 7 * i) throw std::runtime_error("wrong ping in round " + std::to_string(i));
+        if (i < 10) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a peer preempted, say
         (*buf)[0] = -i;
+        (*buf)[1] = -7 * i;
         a.send(*buf, 2, 0, 3);
       }
     }
-    rusage after{};
-    ::getrusage(RUSAGE_THREAD, &after);
-    switches[rank] = after.ru_nvcsw - before.ru_nvcsw;
   });
-  std::printf("voluntary context switches over %d rounds: rank 0 %ld, rank 1 %ld\n", kRounds, switches[0],
-              switches[1]);
-  // 0-1 with the floor; without it 140 to 7,600 (the budget partly or wholly
-  // collapsed after the late echoes).
-  EXPECT_LT(switches[0] + switches[1], kRounds / 100) << "the host threads blocked in their waits";
 }
 
 TEST(EmuEndToEnd, ShmArrivalsAreHandledByTheReaderWithoutWakingTheFirmwareThread) {

@@ -34,6 +34,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -92,6 +94,34 @@ void write_rx_table(World& w) {
   x.write(abi::kRxBufferCountOffset, kRxCount);
 }
 
+// libFuzzer's -timeout watchdog is a SIGALRM without SA_RESTART: any
+// blocking call of the harness may return EINTR, which says nothing about the
+// transport, so each one below is retried.
+
+// poll() that restarts after a signal (with the time left).
+int poll_restarting(pollfd* p, int wait_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  for (;;) {
+    const int rc = ::poll(p, 1, wait_ms);
+    if (rc >= 0 || errno != EINTR) return rc;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    wait_ms = static_cast<int>(std::max<int64_t>(0, left.count()));
+  }
+}
+
+// A connect() interrupted by a signal goes on in the background: wait for
+// it to finish and take its result instead of calling connect() again.
+void connect_restarting(int fd, const sockaddr_in& sa) {
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) == 0) return;
+  FUZZ_CHECK(errno == EINTR, "connect: %s", std::strerror(errno));
+  pollfd p{fd, POLLOUT, 0};
+  FUZZ_CHECK(poll_restarting(&p, 10000) == 1, "connect: not established within 10 s after a signal");
+  int error = 0;
+  socklen_t len = sizeof error;
+  FUZZ_CHECK(::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error == 0, "connect: %s",
+             std::strerror(error));
+}
+
 // Sends everything, half-closes, reads until the peer closes. Returns the
 // bytes the transport sent back (the handshake reply).
 std::vector<uint8_t> converse(uint16_t port, const std::vector<uint8_t>& bytes, size_t piece) {
@@ -103,14 +133,16 @@ std::vector<uint8_t> converse(uint16_t port, const std::vector<uint8_t>& bytes, 
   sa.sin_family = AF_INET;
   sa.sin_port = htons(port);
   sa.sin_addr.s_addr = htonl(kLoopback);
-  FUZZ_CHECK(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0, "connect: %s", std::strerror(errno));
+  connect_restarting(fd, sa);
   std::vector<uint8_t> reply;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   auto drain = [&](int wait_ms) {
     pollfd p{fd, POLLIN, 0};
-    while (::poll(&p, 1, wait_ms) > 0) {
+    while (poll_restarting(&p, wait_ms) > 0) {
       uint8_t buf[256];
-      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      ssize_t n;
+      do n = ::recv(fd, buf, sizeof buf, 0);
+      while (n < 0 && errno == EINTR);
       if (n <= 0) return true;  // closed (or reset) by the transport
       reply.insert(reply.end(), buf, buf + n);
       wait_ms = 0;
@@ -120,7 +152,9 @@ std::vector<uint8_t> converse(uint16_t port, const std::vector<uint8_t>& bytes, 
   bool closed = false;
   for (size_t off = 0; off < bytes.size() && !closed;) {
     const size_t n = std::min(piece, bytes.size() - off);
-    const ssize_t sent = ::send(fd, bytes.data() + off, n, MSG_NOSIGNAL);
+    ssize_t sent;
+    do sent = ::send(fd, bytes.data() + off, n, MSG_NOSIGNAL);
+    while (sent < 0 && errno == EINTR);
     if (sent <= 0) {
       closed = true;  // the transport refused us and closed: fine
       break;

@@ -6,7 +6,7 @@
 # g++ -- then, for every target:
 #   1. replays the committed corpus tests/fuzz/corpus/<target>/ (regression
 #      inputs: seeds and the reproducers of reported bugs, FINDINGS.md) --
-#      any crash fails the run;
+#      any crash fails the run -- under a storm of SIGALRM (EINTR everywhere);
 #   2. fuzzes for a bounded time, starting from that corpus; new inputs go
 #      to <build>/work/<target>/, never into the source tree.
 # Targets: receive_sink (emulated CCLO's Sink), tcp_stream (TCP handshake and
@@ -160,6 +160,29 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # rather than allocate: more than 512 MiB in one malloc is a finding.
 fuzz_flags="-timeout=20 -rss_limit_mb=3072 -malloc_limit_mb=512 -print_final_stats=0"
 
+# libFuzzer's -timeout watchdog is a SIGALRM handler without SA_RESTART:
+# each time it fires (every 11 s) a blocking call of the harness or of the
+# emulator's threads may return EINTR, which must be retried, never taken
+# for a closed peer or a failed connect. The corpus replay runs under a
+# storm of such signals (every 10 ms) so that this is tested on every input
+# instead of once in a while under load. It starts once the handler is
+# installed: before that SIGALRM would end the process.
+has_alarm_handler() {
+  local caught
+  caught=$(awk '/^SigCgt:/ {print $2}' "/proc/$1/status" 2>/dev/null) || return 1
+  [ -n "$caught" ] && (( (0x$caught >> 13) & 1 ))  # SIGALRM is signal 14
+}
+signal_storm() {
+  local tries=0
+  until has_alarm_handler "$1"; do
+    kill -0 "$1" 2>/dev/null || return 0
+    tries=$((tries + 1))
+    [ $tries -gt 6000 ] && { echo "run_fuzz.sh: $1 installed no SIGALRM handler in 60 s: no signal storm"; return 0; }
+    sleep 0.01
+  done
+  while kill -ALRM "$1" 2>/dev/null; do sleep 0.01; done
+}
+
 ntargets=$(echo $targets | wc -w)
 failed=0
 for t in $targets; do
@@ -168,7 +191,15 @@ for t in $targets; do
   work="$build/work/$t"
   mkdir -p "$corpus" "$work" "$build/artifacts"
   echo "== $t: replaying $(ls "$corpus" | wc -l) committed inputs"
-  if ! "$exe" $fuzz_flags -runs=0 -artifact_prefix="$build/artifacts/$t-" "$corpus" >"$build/$t.regress.log" 2>&1; then
+  "$exe" $fuzz_flags -runs=0 -artifact_prefix="$build/artifacts/$t-" "$corpus" >"$build/$t.regress.log" 2>&1 &
+  exe_pid=$!
+  signal_storm $exe_pid &
+  storm_pid=$!
+  wait $exe_pid
+  replay_status=$?
+  kill $storm_pid 2>/dev/null
+  wait $storm_pid 2>/dev/null
+  if [ $replay_status != 0 ]; then
     grep -E "INVARIANT|ERROR: (AddressSanitizer|libFuzzer)|runtime error|^    #[0-9]+ .* in accl::|Test unit written" \
       "$build/$t.regress.log" | head -30
     echo "run_fuzz.sh: FAIL: $t crashes on a committed corpus input (full log: $build/$t.regress.log)"
