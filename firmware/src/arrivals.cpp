@@ -41,12 +41,16 @@ bool carries_seqn(const Arrival& a) {
   return is_matched_message(a) || is_address_message(a) || a.kind == ArrivalKind::rendezvous_done;
 }
 
+}  // namespace
+
 CommEntry* comm_by_context(Fw& fw, uint32_t context_id) {
   for (auto& c : fw.st.comms) {
     if (c.used && c.context_id == context_id) return &c;
   }
   return nullptr;
 }
+
+namespace {
 
 void remove_slot(Fw& fw, uint32_t index) {
   ControlProgramState& st = fw.st;
@@ -194,7 +198,11 @@ void register_comm(Fw& fw, uint32_t offset, uint32_t context_id, uint32_t size) 
     if (!fw.st.comms[i].used) entry = &fw.st.comms[i];
   }
   if (entry == nullptr) entry = &fw.st.comms[context_id % kMaxComms];  // full: evict one
-  if (!entry->used || entry->context_id != context_id) entry->collectives_started = 0;
+  if (!entry->used || entry->context_id != context_id) {
+    entry->collectives_started = 0;
+    entry->last_succeeded = false;
+    entry->earlier_mismatch = false;
+  }
   entry->used = true;
   entry->offset = offset;
   entry->context_id = context_id;

@@ -208,6 +208,18 @@ struct CommEntry {
   // members start the same collectives in the same order, so the k-th
   // collective has number k on every rank (carried by pre-grants).
   uint32_t collectives_started;
+  // The last collective that ended here, for messages of it that arrive
+  // after it ended: one with another signature means the ranks called it
+  // with different arguments although it succeeded here (a root that only
+  // sends never sees the other ranks' messages while it runs). The next
+  // collective on this communicator then fails with INVALID_ARGUMENT
+  // (earlier_mismatch), the only place left to report it.
+  uint32_t last_number;
+  uint32_t last_signature;
+  bool last_succeeded;
+  bool earlier_mismatch;
+  uint32_t earlier_mismatch_number;
+  uint32_t earlier_mismatch_rank;
 };
 
 struct FailedLink {

@@ -179,6 +179,68 @@ static void bad_buffers(MPI_Comm dup, int size) {
   }
 }
 
+/* A valid allreduce on every rank: after an erroneous collective, the first
+ * one may report the earlier mismatch on some ranks ("the previous
+ * collective ... was called with different arguments"; a rank may fail it
+ * after its own part was sent, so others can succeed). The ranks agree
+ * (PMPI) whether any failed; then the next one must work everywhere. */
+static void recovers(MPI_Comm comm, int size, const char* what) {
+  /* Ranks that failed by timeout leave the mismatch up to one timeout after
+   * those that failed at once: realign them (natively) first, so that the
+   * allreduce below is not itself entered a timeout apart. */
+  PMPI_Barrier(MPI_COMM_WORLD);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    int one = 1, sum = 0;
+    const int rc = MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, comm);
+    int failed = rc != MPI_SUCCESS, any_failed = 0;
+    PMPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (attempt == 1 || !any_failed) {
+      t_context = what;
+      char text[MPI_MAX_ERROR_STRING] = "";
+      int len = 0;
+      if (rc != MPI_SUCCESS) MPI_Error_string(rc, text, &len);
+      CHECK(rc == MPI_SUCCESS, "the second allreduce after the mismatch failed: %s", text);
+      CHECK(rc != MPI_SUCCESS || sum == size, "allreduce after the mismatch gave %d, want %d", sum, size);
+      return;
+    }
+  }
+}
+
+/* Issue 38 (5): erroneous collectives. Different MPI_Bcast roots (each rank
+ * names itself: every rank only sends) returned MPI_SUCCESS on every rank
+ * with each rank's own data; now each rank reports it, in the broadcast or
+ * in the next collective. MPI_Allreduce on rank 0 against MPI_Bcast on the
+ * others must fail on every rank within the timeout, repeatedly (it once
+ * hung for 40 s under a 5 s timeout). Small and rendezvous sizes. */
+static int mismatched_collectives(MPI_Comm* dup, int size) {
+  const MPI_Comm comm = *dup;
+  static int buf[4096], out[4096];
+  for (int n = 16; n <= 4096; n *= 256) {
+    char what[96];
+    snprintf(what, sizeof what, "bcast roots differ, %d ints", n);
+    t_context = what;
+    for (int i = 0; i < n; ++i) buf[i] = t_rank;
+    int rc_bcast = MPI_Bcast(buf, n, MPI_INT, t_rank, comm);
+    /* every rank makes the next call, whatever its broadcast returned */
+    int one = 1, sum = 0;
+    const int rc_next = MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, comm);
+    CHECK(rc_bcast != MPI_SUCCESS || rc_next != MPI_SUCCESS,
+          "the broadcast with different roots and the collective after it both succeeded");
+    recovers(comm, size, what);
+    for (int round = 0; round < 5; ++round) {
+      snprintf(what, sizeof what, "allreduce against bcast, %d ints, round %d", n, round);
+      t_context = what;
+      int rc;
+      if (t_rank == 0) rc = MPI_Allreduce(buf, out, n, MPI_INT, MPI_SUM, comm);
+      else rc = MPI_Bcast(buf, n, MPI_INT, 0, comm);
+      CHECK(rc != MPI_SUCCESS, "a rank succeeded although the ranks called different collectives");
+      recovers(comm, size, what);
+    }
+  }
+  MPI_Comm_free(dup);
+  return finish("test_bad_input mismatch");
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &t_rank);
@@ -190,6 +252,7 @@ int main(int argc, char** argv) {
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
   MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
   const int peer = (t_rank + 1) % size, from = (t_rank + size - 1) % size;
+  if (argc > 1 && strcmp(argv[1], "mismatch") == 0) return mismatched_collectives(&dup, size);
 
   /* collectives: count, root, type, op, communicator */
   SAME_AS_NATIVE("bcast count -1", MPI_Bcast(rbuf, -1, MPI_INT, 0, dup), PMPI_Bcast(rbuf, -1, MPI_INT, 0, dup));
