@@ -281,7 +281,8 @@ int coll_allreduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datat
   CallScope scope(call);
   ReduceArgs a = check_reduction(call, count, type, op, comm, 1);
   if (buffers_checked(a.why, comm, count >= 0 && type != MPI_DATATYPE_NULL && op != MPI_OP_NULL))
-    if (const BufferFault f = allreduce_buffers(sbuf, rbuf, count, type)) return reject_arguments(scope, comm, call, f, a.bytes);
+    if (const BufferFault f = allreduce_buffers(sbuf, rbuf, count, type))
+      return reject_arguments(scope, comm, call, f, a.bytes);
   if (!offload(scope, a.why, a.bytes, comm))
     return req ? PMPI_Iallreduce(sbuf, rbuf, count, type, op, comm, req)
                : PMPI_Allreduce(sbuf, rbuf, count, type, op, comm);

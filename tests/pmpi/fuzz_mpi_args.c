@@ -94,7 +94,11 @@ int main(int argc, char** argv) {
     const int kind = pick(K_KINDS);
     /* counts: mostly small valid, sometimes 0, 1, large or negative */
     const int c_draw = pick(10);
-    const int count = c_draw == 0 ? 0 : c_draw == 1 ? 1 : c_draw == 2 ? -1 - pick(3) : c_draw == 3 ? MAXN : 1 + pick(300);
+    const int count = c_draw == 0   ? 0
+                      : c_draw == 1 ? 1
+                      : c_draw == 2 ? -1 - pick(3)
+                      : c_draw == 3 ? MAXN
+                                    : 1 + pick(300);
     const int t_draw = pick(8);
     const int reduction = kind == K_ALLREDUCE || kind == K_REDUCE || kind == K_RSB;
     /* the derived type only where MPI defines it: data movement */
