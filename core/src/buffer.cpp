@@ -11,6 +11,7 @@
 #include "internal.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -19,6 +20,9 @@ namespace {
 
 // Device DMA engines and XRT user-pointer buffers want page-aligned host memory.
 constexpr size_t kHostAlignment = 4096;
+// Linux never maps the first page (vm.mmap_min_addr is larger still), so no
+// user buffer starts below it.
+constexpr uintptr_t kFirstPageEnd = 4096;
 
 void* allocate_host_mirror(size_t bytes) {
   const size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
@@ -32,6 +36,17 @@ void* allocate_host_mirror(size_t bytes) {
 }  // namespace
 
 namespace detail {
+
+void require_user_memory(const ACCL& owner, const char* call, const void* ptr, size_t length) {
+  if (length == 0 || reinterpret_cast<uintptr_t>(ptr) >= kFirstPageEnd) return;
+  const int rank = owner.local_rank();
+  char where[32];
+  std::snprintf(where, sizeof where, "%p", ptr);
+  throw ArgumentError(call, rank,
+                      "call '" + std::string(call) + "' on rank " + std::to_string(rank) + ": host pointer " +
+                          (ptr == nullptr ? std::string("NULL") : std::string(where)) + " for " +
+                          std::to_string(length) + " elements is not memory (null or inside the first page)");
+}
 
 BufferStorage::~BufferStorage() {
   if (allocation.bytes != 0 && context) {

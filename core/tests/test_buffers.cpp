@@ -135,6 +135,31 @@ TEST(Buffers, NeedADataType) {
   empty->sync_to_device();
 }
 
+// Host address 0 is never memory: before, a null user pointer silently meant
+// "allocate", so data written "to NULL" landed in a fresh buffer that a later
+// call reading "from NULL" got back (issue 38).
+TEST(Buffers, NullOrFirstPageUserPointerIsRejected) {
+  Rig rig(2, 0);
+  const int live_before = rig.state->live_allocations;
+  int32_t* null_ptr = nullptr;
+  auto msg = message_of<ArgumentError>([&] { rig.accl->create_buffer_host<int32_t>(null_ptr, 64); });
+  EXPECT_NE(msg.find("create_buffer_host"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("host pointer NULL for 64 elements"), std::string::npos) << msg;
+  msg = message_of<ArgumentError>([&] { rig.accl->create_buffer<int32_t>(null_ptr, 8); });
+  EXPECT_NE(msg.find("create_buffer"), std::string::npos) << msg;
+  // MPI_IN_PLACE is (void*)1 in Open MPI.
+  auto* in_place = reinterpret_cast<uint8_t*>(uintptr_t{1});
+  msg = message_of<ArgumentError>([&] { rig.accl->create_buffer_host<uint8_t>(in_place, 16, dataType::int8); });
+  EXPECT_NE(msg.find("first page"), std::string::npos) << msg;
+  EXPECT_EQ(rig.state->live_allocations, live_before) << "nothing allocated for a rejected pointer";
+  // Zero elements at NULL describe no memory and stay valid.
+  auto empty = rig.accl->create_buffer_host<int32_t>(null_ptr, 0);
+  EXPECT_EQ(empty->size(), 0u);
+  // The allocating overloads are unaffected.
+  auto owned = rig.accl->create_buffer_host<int32_t>(64);
+  EXPECT_NE(owned->buffer(), nullptr);
+}
+
 TEST(Half, RoundTripsAndRounding) {
   EXPECT_EQ(float_to_half(1.0f).bits, 0x3C00);
   EXPECT_EQ(float_to_half(-2.0f).bits, 0xC000);

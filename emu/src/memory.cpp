@@ -193,7 +193,10 @@ DeviceAllocation DeviceMemory::allocate(size_t bytes, MemoryKind kind, unsigned 
 }
 
 DeviceAllocation DeviceMemory::map_host(void* ptr, size_t bytes) {
-  if (ptr == nullptr && bytes > 0) throw std::invalid_argument("emulated CCLO: map_host of a null pointer");
+  if (bytes > 0 && reinterpret_cast<uintptr_t>(ptr) < kFirstPageEnd)
+    throw std::invalid_argument("emulated CCLO: map_host of " + std::to_string(bytes) + " bytes at " +
+                                hex(reinterpret_cast<uintptr_t>(ptr)) +
+                                ": a null or first-page pointer is never host memory");
   DeviceAllocation a;
   a.address = reinterpret_cast<uintptr_t>(ptr);
   a.host_ptr = ptr;
@@ -248,6 +251,10 @@ uint32_t DeviceMemory::resolve_device(uint64_t addr, uint64_t bytes, std::byte*&
 uint32_t DeviceMemory::resolve_host(uint64_t addr, uint64_t bytes, std::byte*& out, HostHint* hint) const noexcept {
   // Read before the lookup, so that a region removed after it makes what the
   // hint remembers stale.
+  // Defence in depth: host address 0 (and the rest of the never-mapped first
+  // page, where MPI_IN_PLACE points) is not memory even if a region there
+  // were registered.
+  if (addr < kFirstPageEnd && bytes > 0) return abi::kDmaDecodeError;
   const uint64_t generation = host_generation_.load(std::memory_order_acquire);
   std::shared_lock<std::shared_mutex> lock(host_mutex_);
   uint32_t err = abi::kDmaDecodeError;

@@ -95,6 +95,9 @@ class DeviceMemory {
   static constexpr uint64_t kOffsetMask = (uint64_t{1} << kAddressShift) - 1;
   static constexpr uint64_t kOverflowBankTag = 0x100;  // far above any device bank
   static constexpr uint64_t kAlignment = 4096;
+  // Host addresses below this (the null page, never mapped by Linux) are never
+  // memory: map_host refuses them and resolves of them fail.
+  static constexpr uint64_t kFirstPageEnd = 4096;
   // Depth of the overflow store whose pages stay resident; the pages of a
   // deeper burst are released once the store is empty again (see Bank).
   static constexpr uint64_t kOverflowKeepBytes = uint64_t{8} << 20;

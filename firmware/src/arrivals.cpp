@@ -41,12 +41,16 @@ bool carries_seqn(const Arrival& a) {
   return is_matched_message(a) || is_address_message(a) || a.kind == ArrivalKind::rendezvous_done;
 }
 
+}  // namespace
+
 CommEntry* comm_by_context(Fw& fw, uint32_t context_id) {
   for (auto& c : fw.st.comms) {
     if (c.used && c.context_id == context_id) return &c;
   }
   return nullptr;
 }
+
+namespace {
 
 void remove_slot(Fw& fw, uint32_t index) {
   ControlProgramState& st = fw.st;
@@ -225,6 +229,8 @@ void register_comm(Fw& fw, uint32_t offset, uint32_t context_id, uint32_t size) 
     entry->collectives_started = 0;
     // A failure recorded before the communicator's first call is news to it too.
     entry->link_failure_unreported = peer_link_status(fw, offset, size, abi::kRankAny) != 0;
+    entry->last_succeeded = false;
+    entry->earlier_mismatch = false;
   }
   entry->used = true;
   entry->offset = offset;

@@ -162,6 +162,7 @@ void remove_from_order(ControlProgramState& st, uint32_t slot) {
 
 void finish(Fw& fw, uint32_t slot, uint32_t status) {
   CallSlot& call = fw.st.calls[slot];
+  if (call.collective) remember_finished_collective(fw, call, status);
   for (uint32_t i = 0; i < call.nops; ++i) abandon_op(fw, call, call.ops[i]);
   if (fw.st.spare12_owner == call_token(call)) fw.st.spare12_owner = 0;
   const uint64_t now = fw.dp.now_ns();

@@ -192,6 +192,19 @@ bool apply_abort_notice(Fw& fw, const Arrival& a);
 // (and notifies the members), also when no op of it receives from that peer
 // (e.g. the ranks disagree on the root, so they disagree on who talks to whom).
 void check_collective_arrival(Fw& fw, const Arrival& a);
+// The communicator record of a context id, or nullptr.
+CommEntry* comm_by_context(Fw& fw, uint32_t context_id);
+// A message or abort notice of the collective that ended here last, with
+// another signature than ours: fails the communicator's running or next
+// collective (take_earlier_mismatch).
+void note_late_mismatch(Fw& fw, const abi::WireHeader& h);
+// A collective ended here with `status`: its number and signature stay on
+// its communicator (CommEntry::last_number) for late messages of it.
+void remember_finished_collective(Fw& fw, const CallSlot& call, uint32_t status);
+// A collective about to start: true (and the mismatch is logged and used
+// up) when a late message showed that the previous collective on its
+// communicator was called with different arguments.
+bool take_earlier_mismatch(Fw& fw, const CallSlot& call);
 // After a signature mismatch: tells every other member of the call's
 // communicator (kAbortNotice).
 void send_abort_notices(Fw& fw, CallSlot& call);

@@ -218,6 +218,18 @@ struct CommEntry {
   // learns of every failure once, and can then go on receiving from the
   // members that are left (it asks which one failed with kGetLinkStatus).
   bool link_failure_unreported;
+  // The last collective that ended here, for messages of it that arrive
+  // after it ended: one with another signature means the ranks called it
+  // with different arguments although it succeeded here (a root that only
+  // sends never sees the other ranks' messages while it runs). The next
+  // collective on this communicator then fails with INVALID_ARGUMENT
+  // (earlier_mismatch), the only place left to report it.
+  uint32_t last_number;
+  uint32_t last_signature;
+  bool last_succeeded;
+  bool earlier_mismatch;
+  uint32_t earlier_mismatch_number;
+  uint32_t earlier_mismatch_rank;
 };
 
 struct FailedLink {

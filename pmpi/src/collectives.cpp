@@ -70,6 +70,13 @@ Reason check_root(Reason why, MPI_Comm comm, CommState* cs, int root, int* rank,
   return (root < 0 || root >= *size) ? Reason::BadArgs : Reason::Offloaded;
 }
 
+// This rank and the communicator's size, and whether `root` names a member.
+bool valid_root(MPI_Comm comm, CommState* cs, int root, int* rank, int* size) {
+  if (comm == MPI_COMM_NULL) return false;
+  rank_size(comm, cs, rank, size);
+  return root >= 0 && root < *size;
+}
+
 // Accounts the decision; false: the caller runs the native call.
 bool offload(CallScope& scope, Reason why, uint64_t bytes, MPI_Comm comm) {
   if (why != Reason::Offloaded) {
@@ -286,6 +293,9 @@ int coll_allreduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datat
                    MPI_Request* req) {
   CallScope scope(call);
   ReduceArgs a = check_reduction(call, count, type, op, comm, 1);
+  if (buffers_checked(a.why, comm, count >= 0 && type != MPI_DATATYPE_NULL && op != MPI_OP_NULL))
+    if (const BufferFault f = allreduce_buffers(sbuf, rbuf, count, type))
+      return reject_arguments(scope, comm, call, f, a.bytes);
   if (!offload(scope, a.why, a.bytes, comm))
     return req ? PMPI_Iallreduce(sbuf, rbuf, count, type, op, comm, req)
                : PMPI_Allreduce(sbuf, rbuf, count, type, op, comm);
@@ -304,6 +314,10 @@ int coll_reduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datatype
   ReduceArgs a = check_reduction(call, count, type, op, comm, 1);
   int rank = 0, size = 0;
   a.why = check_root(a.why, comm, a.cs, root, &rank, &size);
+  if (buffers_checked(a.why, comm, count >= 0 && type != MPI_DATATYPE_NULL && op != MPI_OP_NULL) &&
+      valid_root(comm, a.cs, root, &rank, &size))
+    if (const BufferFault f = reduce_buffers(sbuf, rbuf, count, type, rank == root))
+      return reject_arguments(scope, comm, call, f, a.bytes);
   if (!offload(scope, a.why, a.bytes, comm))
     return req ? PMPI_Ireduce(sbuf, rbuf, count, type, op, root, comm, req)
                : PMPI_Reduce(sbuf, rbuf, count, type, op, root, comm);
@@ -345,6 +359,9 @@ int coll_reduce_scatter(Call call, const void* sbuf, void* rbuf, int rcount, con
     return native();
   }
   ReduceArgs a = check_reduction(call, rcount, type, op, comm, size);
+  if (buffers_checked(a.why, comm, rcount >= 0 && type != MPI_DATATYPE_NULL && op != MPI_OP_NULL))
+    if (const BufferFault f = reduce_scatter_buffers(sbuf, rbuf, rcount, size, type))
+      return reject_arguments(scope, comm, call, f, a.bytes);
   if (!offload(scope, a.why, a.bytes, comm)) return native();
   return run(call, comm, a.cs, req, [&](Held& h, PostCopy&) {
     // In place: the whole input is in rbuf, the result goes to its start.
@@ -367,6 +384,8 @@ int coll_bcast(Call call, void* buf, int count, MPI_Datatype type, int root, MPI
   Reason why = check_root(pre(comm, &cs), comm, cs, root, &rank, &size);
   if (why == Reason::Offloaded) why = classify_movement(bytes, bytes, m);
   if (why == Reason::Offloaded) why = finish_checks(call, bytes, comm, &cs);
+  if (buffers_checked(why, comm, count >= 0 && type != MPI_DATATYPE_NULL) && valid_root(comm, cs, root, &rank, &size))
+    if (const BufferFault f = bcast_buffer(buf, count, type)) return reject_arguments(scope, comm, call, f, bytes);
   if (!offload(scope, why, bytes, comm))
     return req ? PMPI_Ibcast(buf, count, type, root, comm, req) : PMPI_Bcast(buf, count, type, root, comm);
   return run(call, comm, cs, req, [&](Held& h, PostCopy& post) {
@@ -389,6 +408,10 @@ int coll_gather(Call call, const void* sbuf, int scount, MPI_Datatype stype, voi
   // block sits in rbuf when in place).
   const BlockArgs a = check_blocks(call, comm, root, Reason::Offloaded, sbuf == MPI_IN_PLACE, {scount, stype},
                                    {rcount, rtype});
+  if (int rank = 0, size = 0; buffers_checked(a.why, comm, movement_args_valid(scount, stype, rcount, rtype)) &&
+                              valid_root(comm, a.cs, root, &rank, &size))
+    if (const BufferFault f = gather_buffers(sbuf, scount, stype, rbuf, rcount, rtype, size, rank == root))
+      return reject_arguments(scope, comm, call, f, a.total);
   if (!offload(scope, a.why, a.total, comm))
     return req ? PMPI_Igather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req)
                : PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
@@ -411,6 +434,10 @@ int coll_scatter(Call call, const void* sbuf, int scount, MPI_Datatype stype, vo
   CallScope scope(call);
   const BlockArgs a = check_blocks(call, comm, root, Reason::Offloaded, rbuf == MPI_IN_PLACE, {rcount, rtype},
                                    {scount, stype});
+  if (int rank = 0, size = 0; buffers_checked(a.why, comm, movement_args_valid(scount, stype, rcount, rtype)) &&
+                              valid_root(comm, a.cs, root, &rank, &size))
+    if (const BufferFault f = scatter_buffers(sbuf, scount, stype, rbuf, rcount, rtype, size, rank == root))
+      return reject_arguments(scope, comm, call, f, a.total);
   if (!offload(scope, a.why, a.total, comm))
     return req ? PMPI_Iscatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req)
                : PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
@@ -433,6 +460,10 @@ int coll_allgather(Call call, const void* sbuf, int scount, MPI_Datatype stype, 
   CallScope scope(call);
   const BlockArgs a = check_blocks(call, comm, std::nullopt, Reason::Offloaded, sbuf == MPI_IN_PLACE,
                                    {scount, stype}, {rcount, rtype});
+  if (int rank = 0, size = 0; buffers_checked(a.why, comm, movement_args_valid(scount, stype, rcount, rtype)) &&
+                              valid_root(comm, a.cs, 0, &rank, &size))
+    if (const BufferFault f = all_to_all_buffers(sbuf, scount, stype, rbuf, rcount, rtype, size, 1))
+      return reject_arguments(scope, comm, call, f, a.total);
   if (!offload(scope, a.why, a.total, comm))
     return req ? PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req)
                : PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
@@ -453,6 +484,10 @@ int coll_alltoall(Call call, const void* sbuf, int scount, MPI_Datatype stype, v
   const BlockArgs a = check_blocks(call, comm, std::nullopt,
                                    state().can_alltoall ? Reason::Offloaded : Reason::DeviceCap,
                                    sbuf == MPI_IN_PLACE, {scount, stype}, {rcount, rtype});
+  if (int rank = 0, size = 0; buffers_checked(a.why, comm, movement_args_valid(scount, stype, rcount, rtype)) &&
+                              valid_root(comm, a.cs, 0, &rank, &size))
+    if (const BufferFault f = all_to_all_buffers(sbuf, scount, stype, rbuf, rcount, rtype, size, size))
+      return reject_arguments(scope, comm, call, f, a.total);
   if (!offload(scope, a.why, a.total, comm))
     return req ? PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req)
                : PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);

@@ -64,17 +64,21 @@ int raise_error(MPI_Comm comm, Call call, int code, const std::string& text) {
   // Latest failure text for MPI_Error_string (Open MPI replaces the string).
   PMPI_Add_error_string(code, const_cast<char*>(msg.c_str()));
   ACCL_LOG_INFO("{}", msg);
+  return raise_class(comm, code, msg.c_str());
+}
+
+int raise_class(MPI_Comm comm, int mpi_class, const char* message) {
   if (comm == MPI_COMM_NULL) comm = MPI_COMM_WORLD;
   MPI_Errhandler eh = MPI_ERRHANDLER_NULL;
   PMPI_Comm_get_errhandler(comm, &eh);
   const bool fatal = eh == MPI_ERRORS_ARE_FATAL;
   if (eh != MPI_ERRHANDLER_NULL) PMPI_Errhandler_free(&eh);
   if (fatal) {
-    std::fprintf(stderr, "[accl-pmpi rank %d] fatal: %s\n", st.world_rank, msg.c_str());
+    std::fprintf(stderr, "[accl-pmpi rank %d] fatal: %s\n", state().world_rank, message);
     std::fflush(stderr);
   }
-  PMPI_Comm_call_errhandler(comm, code);
-  return code;
+  PMPI_Comm_call_errhandler(comm, mpi_class);
+  return mpi_class;
 }
 
 }  // namespace accl::pmpi

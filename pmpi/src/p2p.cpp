@@ -1080,6 +1080,8 @@ int p2p_send_entry(Call call, const void* buf, int count, MPI_Datatype type, int
   if (why == Reason::Offloaded && dest == MPI_PROC_NULL) why = Reason::ProcNull;
   if (why == Reason::Offloaded && (!valid_peer(cs, dest, false) || !valid_tag(tag, false) || !size.valid))
     why = Reason::BadArgs;
+  if (ACCL_UNLIKELY(suspect_buffer(buf)) && why != Reason::BadArgs && size.valid && comm != MPI_COMM_NULL)
+    if (const BufferFault f = check_p2p_buffer(buf, count, type)) return reject_arguments(scope, comm, call, f, bytes);
   if (why != Reason::Offloaded) {
     scope.native(why, bytes, comm);
     return native();
@@ -1113,6 +1115,8 @@ int p2p_recv_entry(Call call, void* buf, int count, MPI_Datatype type, int sourc
   if (why == Reason::Offloaded && source == MPI_PROC_NULL) why = Reason::ProcNull;
   if (why == Reason::Offloaded && (!valid_peer(cs, source, true) || !valid_tag(tag, true) || !size.valid))
     why = Reason::BadArgs;
+  if (ACCL_UNLIKELY(suspect_buffer(buf)) && why != Reason::BadArgs && size.valid && comm != MPI_COMM_NULL)
+    if (const BufferFault f = check_p2p_buffer(buf, count, type)) return reject_arguments(scope, comm, call, f, bytes);
   if (why != Reason::Offloaded) {
     scope.native(why, bytes, comm);
     return native();
@@ -1380,6 +1384,12 @@ ACCL_PMPI_EXPORT int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype typ
   }
   // Send a packed copy, receive into the buffer.
   const uint64_t bytes = bytes_of(count, type);
+  if (ACCL_UNLIKELY(suspect_buffer(buf)) && count > 0 && type != MPI_DATATYPE_NULL) {
+    if (const BufferFault f = check_p2p_buffer(buf, count, type)) {
+      CallScope scope(Call::SendrecvReplace);
+      return reject_arguments(scope, comm, Call::SendrecvReplace, f, 2 * bytes);
+    }
+  }
   std::vector<unsigned char> copy(bytes);
   if (bytes) pack_to(copy.data(), bytes, buf, count, type);
   return MPI_Sendrecv(copy.data(), static_cast<int>(bytes), MPI_BYTE, dest, stag, buf, count, type, source, rtag,

@@ -495,6 +495,61 @@ int error_code_from_current_exception(Call call, std::string* text);
 // Runs the communicator's error handler (fatal handlers abort with a message
 // naming call, rank and cause) and returns the code for ERRORS_RETURN.
 int raise_error(MPI_Comm comm, Call call, int code, const std::string& text);
+// Runs the communicator's error handler with an MPI error class (predefined
+// classes carry no text of ours: Open MPI refuses new strings for them), and
+// prints `message` first when the handler is fatal. Returns `mpi_class`.
+int raise_class(MPI_Comm comm, int mpi_class, const char* message);
+
+// ---------------------------------------------------------------------------
+// Buffer arguments (buffer_checks.cpp)
+// ---------------------------------------------------------------------------
+// One side of a call as this rank passes it; `significant`: MPI reads it on
+// this rank (a non-root's receive side of MPI_Reduce is not).
+struct BufferSide {
+  const void* buf = nullptr;
+  int64_t count = 0;  // items of `type` (a rooted side may hold size x count)
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  bool significant = true;
+};
+// What the call allows on this rank, and the class of each fault where native
+// Open MPI reports it (see buffer_checks.cpp).
+struct BufferRules {
+  bool send_may_be_in_place = false;
+  bool recv_may_be_in_place = false;
+  int send_in_place_class = MPI_ERR_ARG;
+  int recv_in_place_class = MPI_ERR_ARG;
+  int overlap_class = MPI_ERR_BUFFER;
+};
+struct BufferFault {
+  int mpi_class = MPI_SUCCESS;  // MPI_SUCCESS: nothing wrong
+  const char* what = "";
+  explicit operator bool() const { return mpi_class != MPI_SUCCESS; }
+};
+// Whether the buffer checks apply to a collective decided `why`: the layer is
+// in the path and every other argument is valid MPI (`others_valid`: counts,
+// types, op), so native MPI would not report anything first.
+bool buffers_checked(Reason why, MPI_Comm comm, bool others_valid);
+bool movement_args_valid(int scount, MPI_Datatype stype, int rcount, MPI_Datatype rtype);
+BufferFault check_buffers(const BufferSide& send, const BufferSide& recv, const BufferRules& rules);
+BufferFault check_p2p_buffer(const void* buf, int count, MPI_Datatype type);
+// The one test on a point-to-point call's fast path: NULL or MPI_IN_PLACE.
+inline bool suspect_buffer(const void* buf) { return buf == nullptr || buf == MPI_IN_PLACE; }
+// The rules of each collective at this rank (`root`: this rank is the root).
+BufferFault allreduce_buffers(const void* sbuf, const void* rbuf, int count, MPI_Datatype type);
+BufferFault reduce_buffers(const void* sbuf, const void* rbuf, int count, MPI_Datatype type, bool root);
+BufferFault reduce_scatter_buffers(const void* sbuf, const void* rbuf, int rcount, int size, MPI_Datatype type);
+BufferFault bcast_buffer(const void* buf, int count, MPI_Datatype type);
+BufferFault gather_buffers(const void* sbuf, int scount, MPI_Datatype stype, const void* rbuf, int rcount,
+                           MPI_Datatype rtype, int size, bool root);
+BufferFault scatter_buffers(const void* sbuf, int scount, MPI_Datatype stype, const void* rbuf, int rcount,
+                            MPI_Datatype rtype, int size, bool root);
+// Allgather (send_blocks 1) and alltoall (send_blocks = size).
+BufferFault all_to_all_buffers(const void* sbuf, int scount, MPI_Datatype stype, const void* rbuf, int rcount,
+                               MPI_Datatype rtype, int size, int send_blocks);
+// Accounts the call as refused (Reason::BadBuffer) and raises the fault's
+// class through the communicator's error handler; nothing is transferred.
+class CallScope;
+int reject_arguments(CallScope& scope, MPI_Comm comm, Call call, const BufferFault& fault, uint64_t bytes);
 
 // ---------------------------------------------------------------------------
 // Stats and trace (stats.cpp)
@@ -601,10 +656,13 @@ extern bool g_native_only;
 
 void teardown();  // idempotent; runs from the MPI_COMM_SELF delete callback
 
-// Bytes of `count` items of `type` (0 for bad types).
+// Bytes of `count` items of `type` (0 for bad types). MPI_DATATYPE_NULL is
+// not handed to PMPI_Type_size: Open MPI raises that on MPI_COMM_WORLD, whose
+// handler is fatal by default, although the user's call may be on a
+// communicator that returns errors (found by fuzz_mpi_args).
 inline uint64_t bytes_of(int count, MPI_Datatype type) {
   int size = 0;
-  if (count <= 0 || PMPI_Type_size(type, &size) != MPI_SUCCESS || size < 0) return 0;
+  if (count <= 0 || type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS || size < 0) return 0;
   return static_cast<uint64_t>(count) * static_cast<uint64_t>(size);
 }
 

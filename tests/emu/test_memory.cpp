@@ -179,6 +179,25 @@ TEST(EmuMemory, HostOnlyAndMapHost) {
             static_cast<uint32_t>(abi::kDmaDecodeError));
 }
 
+// Issue 38: MPI_IN_PLACE ((void*)1) handed on as a buffer was registered as
+// host memory at address 1 and the first transfer crashed in the emulator.
+// The null page is never host memory: map_host refuses it and a host resolve
+// there fails with a decode error instead of touching it.
+TEST(EmuMemory, NullPageIsNeverHostMemory) {
+  auto d = make_device();
+  EXPECT_THROW(d->map_host(nullptr, 64), std::invalid_argument);
+  EXPECT_THROW(d->map_host(reinterpret_cast<void*>(uintptr_t{1}), 256), std::invalid_argument);
+  EXPECT_THROW(d->map_host(reinterpret_cast<void*>(uintptr_t{4095}), 1), std::invalid_argument);
+  auto empty = d->map_host(nullptr, 0);  // describes no memory: allowed
+  std::byte* p = nullptr;
+  for (uint64_t addr : {uint64_t{0}, uint64_t{1}, uint64_t{4095}})
+    EXPECT_EQ(d->memory().resolve(addr, true, 4, p), static_cast<uint32_t>(abi::kDmaDecodeError)) << addr;
+  std::vector<std::byte> buf(8);
+  EXPECT_THROW(d->copy_to_device(0, buf.data(), 8), std::out_of_range);
+  EXPECT_THROW(d->copy_from_device(1, buf.data(), 8), std::out_of_range);
+  d->free(empty);
+}
+
 TEST(EmuMemory, ResolveErrors) {
   auto o = options();
   o.bank_bytes = 1 << 20;

@@ -142,9 +142,12 @@ class ACCL {
   std::unique_ptr<Buffer<T>> create_buffer(size_t length, dataType type = dtype_of<T>(), unsigned bank = 0) {
     return std::make_unique<Buffer<T>>(*this, length, type, BufferPlacement::device, nullptr, bank);
   }
-  // Wraps user memory as the host mirror of a new device buffer.
+  // Wraps user memory as the host mirror of a new device buffer. A null (or
+  // first-page) host_ptr with length > 0 throws ArgumentError: it is never
+  // memory, and passing nullptr on would mean "allocate" to the constructor.
   template <typename T>
   std::unique_ptr<Buffer<T>> create_buffer(T* host_ptr, size_t length, dataType type = dtype_of<T>(), unsigned bank = 0) {
+    detail::require_user_memory(*this, "create_buffer", host_ptr, length);
     return std::make_unique<Buffer<T>>(*this, length, type, BufferPlacement::device, host_ptr, bank);
   }
   // Host-only buffer: the CCLO reads/writes host memory directly, no sync.
@@ -152,9 +155,11 @@ class ACCL {
   std::unique_ptr<Buffer<T>> create_buffer_host(size_t length, dataType type = dtype_of<T>()) {
     return std::make_unique<Buffer<T>>(*this, length, type, BufferPlacement::host_only, nullptr, 0);
   }
-  // Host-only buffer over user memory (zero copy).
+  // Host-only buffer over user memory (zero copy); host_ptr as for
+  // create_buffer(host_ptr, ...).
   template <typename T>
   std::unique_ptr<Buffer<T>> create_buffer_host(T* host_ptr, size_t length, dataType type = dtype_of<T>()) {
+    detail::require_user_memory(*this, "create_buffer_host", host_ptr, length);
     return std::make_unique<Buffer<T>>(*this, length, type, BufferPlacement::host_only, host_ptr, 0);
   }
 

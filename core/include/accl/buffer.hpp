@@ -17,6 +17,11 @@ class ACCL;
 namespace detail {
 struct BufferStorage;  // memory shared by a buffer and its slices
 struct BufferAccess;   // the driver's view of a buffer's internals
+// Throws ArgumentError naming `call` when user memory of `length` elements
+// starts at a null pointer or inside the first page (MPI_IN_PLACE is
+// (void*)1): no process maps it, and the CCLO must never treat host address
+// 0 as memory.
+void require_user_memory(const ACCL& owner, const char* call, const void* ptr, size_t length);
 }  // namespace detail
 
 // IEEE 754 binary16 storage type for float16 buffers.

@@ -384,6 +384,18 @@ StepResult step_collective(Fw& fw, CallSlot& call) {
   if (call.phase == CallPhase::start) {
     // A member already found that the ranks called this collective with
     // different arguments (its abort notice waited for us).
+    // The previous collective was called with different arguments, found
+    // only after it ended here: this one reports it, and its members learn
+    // at once (abort notices) instead of waiting for us until the timeout.
+    // Checked before the abort notices: a member may have failed this one
+    // for its own earlier mismatch already, and ours must not be left over
+    // to fail the collective after it.
+    if (take_earlier_mismatch(fw, call)) {
+      call.status |= abi::kInvalidArgument;
+      call.signature_mismatch = true;
+      send_abort_notices(fw, call);
+      return StepResult::finished;
+    }
     if (take_abort_notice(fw, make_ctx(call.d.context_id, true), call.collective_number)) {
       call.status |= abi::kInvalidArgument;
       return StepResult::finished;
