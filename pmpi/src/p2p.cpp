@@ -897,7 +897,9 @@ bool p2p_cancel(ShadowReq* r) {
 void p2p_drain() {
   // Detached sends and freed requests must reach the peer before teardown.
   State& st = state();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  // Bounded like every offloaded call: a detached send still running after
+  // the device timeout (ACCL_PMPI_TIMEOUT_MS) has failed on the device anyway.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(st.s.timeout_ms);
   PollPacer pacer;
   for (;;) {
     {
@@ -908,7 +910,8 @@ void p2p_drain() {
       if (!busy) return;
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      ACCL_LOG_WARN("accl-pmpi rank {}: MPI_Finalize gave up waiting for detached sends", st.world_rank);
+      ACCL_LOG_WARN("accl-pmpi rank {}: MPI_Finalize gave up waiting for detached sends after {} ms "
+                    "(ACCL_PMPI_TIMEOUT_MS)", st.world_rank, st.s.timeout_ms);
       return;
     }
     native_progress();
