@@ -65,9 +65,9 @@ sanitizer_tests=(
 )
 asan_only_tests=(core-primitives core-errors)
 mpi_sanitizer_targets=(pmpi/libaccl_pmpi.so tests/pmpi/pmpi_test_colls_plain tests/pmpi/pmpi_test_p2p_plain
-  tests/pmpi/pmpi_test_bad_input_plain tests/pmpi/pmpi_fuzz_mpi_args)
+  tests/pmpi/pmpi_test_bad_input_plain tests/pmpi/pmpi_fuzz_mpi_args tests/pmpi/pmpi_test_progress_plain)
 mpi_sanitizer_tests=(pmpi_colls_preload_np2_quick pmpi_p2p_preload_np2_quick pmpi_bad_input_preload_np3
-  pmpi_fuzz_mpi_args_preload_np3)
+  pmpi_fuzz_mpi_args_preload_np3 pmpi_progress_np2)
 
 asan_build=(-Doptimization=1 -Ddebug=false -Db_ndebug=false)
 tsan_build=(-Doptimization=1 -Ddebug=true -Db_ndebug=false -Dcpp_args=-g1 -Dc_args=-g1)
