@@ -197,6 +197,20 @@ void Mover::produce_bytes(const Plan& p, std::byte* dst, uint64_t offset, uint64
   }
 }
 
+// A send waits for room (a full shm ring, a slow TCP peer) until its call's
+// deadline (the CCLO's timeout: 300 s under the PMPI layer). ACCL_TIMEOUT_MS
+// alone (10 s) let a 4 MiB rendezvous transfer into a peer that fell behind
+// on a loaded host abort its link mid-message while the call still had
+// minutes (issue 37, defect 6). Never less than before: a move outside a
+// call, or one whose call is late already (an abort notice), keeps
+// ACCL_TIMEOUT_MS.
+Clock::time_point Mover::send_deadline(Clock::time_point now, std::chrono::nanoseconds io_timeout,
+                                       uint64_t call_deadline_ns) {
+  const auto floor = now + io_timeout;
+  if (call_deadline_ns == 0) return floor;
+  return std::max(floor, Clock::time_point(std::chrono::nanoseconds(call_deadline_ns)));
+}
+
 uint32_t Mover::send(const fw::Move& m, const Plan& p) {
   // Destination from the communicator record: rank record dst_rank.
   if (!ExchangeMemory::valid_range(m.comm, abi::kCommRanksWord)) return abi::kInvalidArgument;
@@ -215,7 +229,8 @@ uint32_t Mover::send(const fw::Move& m, const Plan& p) {
   }
   MovePayload payload(*this, p);
   return links_.send(NetAddress{ip, static_cast<uint16_t>(port)}, m.header, payload,
-                     Clock::now() + io_timeout_, m.shared_payload);
+                     send_deadline(Clock::now(), io_timeout_, m.deadline_ns),
+                     m.shared_payload);
 }
 
 uint32_t Mover::move(const fw::Move& m) {

@@ -46,6 +46,11 @@ class Mover {
 
   // How long a stream pull / network send may block.
   void set_io_timeout(std::chrono::nanoseconds t) { io_timeout_ = t; }
+  // Until when a network send that starts `now` may wait for its link: the
+  // deadline of its call (fw::Move::deadline_ns, 0 = none), and at least
+  // `io_timeout` (ACCL_TIMEOUT_MS).
+  static Clock::time_point send_deadline(Clock::time_point now, std::chrono::nanoseconds io_timeout,
+                                         uint64_t call_deadline_ns);
 
   // Element conversions performed by the compression lanes.
   enum class Conv : uint8_t { none, f32_to_f16, f16_to_f32 };

@@ -77,6 +77,7 @@ Move network_move(const CallSlot& call, uint32_t peer) {
   m.res.kind = OperandKind::network;
   m.comm = call.d.comm;
   m.dst_rank = peer;
+  m.deadline_ns = call.deadline_ns;
   return m;
 }
 

@@ -271,6 +271,20 @@ TEST_F(EmuMover, FullKernelStreamFailsTheMove) {
   EXPECT_EQ(streams.available(), 16u);
 }
 
+// Issue 37, defect 6: a network send waits for its link until its call's
+// deadline, never less than the I/O timeout (ACCL_TIMEOUT_MS) it had alone.
+TEST(EmuMoverSendDeadline, FollowsTheCallsDeadlineWithTheIoTimeoutAsFloor) {
+  using namespace std::chrono;
+  const auto now = steady_clock::time_point(seconds(1000));
+  const auto io = seconds(10);
+  const auto ns = [](steady_clock::time_point t) {
+    return static_cast<uint64_t>(duration_cast<nanoseconds>(t.time_since_epoch()).count());
+  };
+  EXPECT_EQ(Mover::send_deadline(now, io, 0), now + io);                            // no call deadline
+  EXPECT_EQ(Mover::send_deadline(now, io, ns(now + seconds(300))), now + seconds(300));  // the call's
+  EXPECT_EQ(Mover::send_deadline(now, io, ns(now + seconds(2))), now + io);        // a late call: the floor
+}
+
 TEST_F(EmuMover, NetworkResultLandsInPeerRxBuffer) {
   auto peer = make_device();
   auto bufs = setup_rx(*peer, 4, 4096);

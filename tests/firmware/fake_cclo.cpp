@@ -192,7 +192,7 @@ uint32_t FakeCclo::move(const Move& m) {
       if (peer == nullptr) return abi::kLinkError;
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        sent_.push_back(Sent{m.dst_rank, m.header.msg_type, m.shared_payload});
+        sent_.push_back(Sent{m.dst_rank, m.header.msg_type, m.shared_payload, m.deadline_ns});
       }
       peer->deliver(m.header, std::move(data), this->ip(), this->port());
       return 0;

@@ -96,11 +96,12 @@ class FakeCclo final : public DataPlane {
   size_t reducing_windows_opened_total() const { return reducing_windows_opened_.load(); }
   std::vector<uint8_t> stream_contents();
   // Every message this CCLO sent: destination rank, type and the move's
-  // shared_payload key.
+  // shared_payload key and deadline.
   struct Sent {
     uint32_t dst_rank;
     uint8_t msg_type;
     uint64_t shared_payload;
+    uint64_t deadline_ns;
   };
   std::vector<Sent> sent();
 

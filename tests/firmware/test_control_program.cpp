@@ -303,6 +303,33 @@ TEST(FirmwareP2P, DeadlineEndsWaitingCalls) {
   EXPECT_EQ(f[1].wait(waiting), std::optional<uint32_t>(abi::kReceiveTimeoutError));
 }
 
+// Issue 37, defect 6: a network move carries its call's deadline (the
+// CCLO's timeout from the call's start), so the data plane may let a send
+// wait for a slow peer as long as the call may wait, not only for its own
+// I/O timeout (the emulator's was 10 s under a 300 s call deadline).
+TEST(FirmwareP2P, NetworkMovesCarryTheirCallsDeadline) {
+  FabricOptions o;
+  o.timeout_us = 123'000'000;
+  FakeFabric f(2, o);
+  f.configure();
+  const auto ns = [] {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
+  };
+  const uint64_t before = ns();
+  const uint64_t s = f[0].submit(send(1, 16, 4));
+  EXPECT_EQ(f[1].call(recv(0, 16, 4)), 0u);
+  EXPECT_EQ(f[0].wait(s), std::optional<uint32_t>(0));
+  const uint64_t after = ns();  // the call started (and took its deadline) in between
+  const auto sent = f[0].sent();
+  ASSERT_FALSE(sent.empty());
+  for (const auto& m : sent) {
+    EXPECT_GE(m.deadline_ns, before + 123'000'000'000ull);
+    EXPECT_LE(m.deadline_ns, after + 123'000'000'000ull);
+  }
+}
+
 TEST(FirmwareP2P, LinkErrorFailsCallsWaitingOnThatPeer) {
   FakeFabric f(3);
   f.configure();

@@ -59,6 +59,10 @@ struct Move {
   // then produce the payload once and let every receiver read that copy.
   // Zero: no such promise.
   uint64_t shared_payload = 0;
+  // Network results only: the deadline of the call the move belongs to, on
+  // the data plane's clock (now_ns()); 0 = none. A send may wait for room
+  // until then: the call's own timeout, not only the data plane's I/O one.
+  uint64_t deadline_ns = 0;
 };
 
 // What arrived from the network, in arrival order per link.
