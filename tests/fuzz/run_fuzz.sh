@@ -111,7 +111,7 @@ gxx_only=${ACCL_FUZZ_GXX_ONLY:-}
   # driver's own sources and emu/src/local_world.cpp (built on the driver) are
   # never linked into a harness and were a quarter of this build's time. A
   # harness that comes to need another core file fails to link, naming it.
-  lib_sources="$src/core/src/config.cpp $src/core/src/log.cpp $src/core/src/device.cpp"
+  lib_sources="$src/core/src/config.cpp $src/core/src/config_table.cpp $src/core/src/log.cpp $src/core/src/device.cpp"
   for f in "$src"/emu/src/*.cpp; do
     [ "$(basename "$f")" = local_world.cpp ] || lib_sources="$lib_sources $f"
   done
