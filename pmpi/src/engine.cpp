@@ -129,6 +129,19 @@ void* Held::stage(size_t bytes) {
   throw std::logic_error("accl-pmpi: more than two staging blocks in one call");
 }
 
+void* Held::take_stage(Held& from) {
+  Staging* block = from.s[0];
+  for (auto& slot : s) {
+    if (slot == nullptr) {
+      slot = block;
+      from.s[0] = from.s[1];
+      from.s[1] = nullptr;
+      return block->ptr;
+    }
+  }
+  throw std::logic_error("accl-pmpi: more than two staging blocks in one call");
+}
+
 void Held::release() {
   // Runs twice per request (completion and free), nearly always with nothing
   // held: test before touching each slot.

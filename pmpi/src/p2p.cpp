@@ -293,8 +293,76 @@ void pump_ops() {
   }
 }
 
-// Hands a matched message to receive request `r`.
-void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_data, ShadowReq* self_sync) {
+// --- unexpected eager payloads --------------------------------------------
+// An eager payload follows its envelope at once and waits on the receiver's
+// device until a receive takes it. Left there while the application has not
+// posted its receive, thousands of them (BLACS sends far ahead, then
+// receives out of order) would fill the device's arrival table, and the
+// envelopes queued behind them -- among them the one the application waits
+// for, or the reply a sender waits for -- would never be seen: a deadlock
+// that native MPI, which buffers unexpected eager messages, does not have.
+// So an unexpected message's payload is taken off the device at once into
+// host staging by an internal receive (a "drain", class remote: it finishes
+// without host action of the sender), and the receive that matches the
+// message later copies from there. Rendezvous-size payloads stay (their
+// request to send holds one slot, and the sender's early budget bounds them).
+
+bool payload_follows_eagerly(const Envelope& e) {
+  const uint64_t payload = e.bytes - e.inline_bytes;
+  return payload != 0 && (e.flags & kFlagRndv) == 0 && payload <= state().s.max_eager_size;
+}
+
+ShadowReq* start_drain(CommState* cs, const Envelope& e) {
+  ShadowReq* d = shadow_alloc(ReqKind::recv, Call::Recv);
+  d->is_drain = true;
+  d->cs = cs;
+  ++cs->refs;
+  d->comm = cs->comm;
+  d->active = true;
+  copy_envelope(d->env, e);
+  const uint64_t payload = e.bytes - e.inline_bytes;
+  auto* dst = static_cast<unsigned char*>(d->held.stage(e.bytes));
+  if (e.inline_bytes != 0) std::memcpy(dst + payload, e.data, e.inline_bytes);
+  d->payload_buf = &d->held.wrap(dst, payload / 4, dataType::int32);
+  d->rstate = RecvState::payload;
+  queue_payload_recv(d, false);
+  return d;
+}
+
+// Receive `r` takes the bytes of drain `d`, which are all in: a copy (or an
+// unpack) after completion, as for a staged receive, and the synchronous
+// sender's ack first if it waits for one.
+void adopt_drained(ShadowReq* r, ShadowReq* d) {
+  if (d->error != MPI_SUCCESS) {
+    fail_request(r, d->error, d->error_text);
+    r->rstate = RecvState::done;
+    complete_now(r);
+  } else {
+    r->post.src = r->held.take_stage(d->held);
+    r->rstate = RecvState::payload;
+    if (r->env.flags & kFlagSync) queue_reply(r);  // completes once the ack is out
+    else flight_add(r);                            // the next progress round copies and completes it
+  }
+  shadow_free(d);
+}
+
+void receive_drained(ShadowReq* r, ShadowReq* d, uint64_t take, int items) {
+  // The source of the copy is filled in when the bytes are in.
+  r->post = r->tinfo.contiguous
+                ? PostCopy{PostCopy::memcpy_, const_cast<void*>(r->buf), nullptr, take, 0, r->type, {}}
+                : PostCopy{PostCopy::unpack, const_cast<void*>(r->buf), nullptr, take, items, r->type, r->layout};
+  if (d->complete) {
+    adopt_drained(r, d);
+  } else {
+    d->adopter = r;
+    r->rstate = RecvState::payload;
+  }
+}
+
+// Hands a matched message to receive request `r`; `drain`: its payload is
+// (being) taken into host staging.
+void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_data, ShadowReq* self_sync,
+             ShadowReq* drain = nullptr) {
   copy_envelope(r->env, e);
   const uint64_t cap = r->bytes;
   const bool truncated = e.bytes > cap;
@@ -324,6 +392,10 @@ void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_d
     return;
   }
   const uint64_t payload = e.bytes - e.inline_bytes;
+  if (drain != nullptr) {
+    receive_drained(r, drain, take, items);
+    return;
+  }
   if (payload == 0 && !ti.contiguous && take != 0 && on_progress_thread()) {
     // Unpacking calls MPI: stage the data and let an application thread's
     // progress round unpack it and complete the receive.
@@ -381,6 +453,14 @@ void arrive(CommState* cs, const Envelope& e, std::vector<unsigned char>* self_d
   m.env = e;
   if (self_data) m.self_data = std::move(*self_data);
   m.self_sync = self_sync;
+  if (self_data == nullptr && payload_follows_eagerly(e)) {
+    try {
+      m.drain = start_drain(cs, e);
+    } catch (const std::exception& ex) {  // its payload stays on the device, where a receive can still take it
+      ACCL_LOG_WARN("accl-pmpi rank {}: cannot take an unexpected payload off the device: {}", state().world_rank,
+                    ex.what());
+    }
+  }
   cs->unexpected.push_back(std::move(m));
 }
 
@@ -624,6 +704,11 @@ int progress_comm(CommState* cs) {
 // Device work of `r` finished (or failed): complete it.
 void finish_request(ShadowReq* r) {
   flight_remove(r);
+  if (r->is_drain) {  // the staging stays until a receive takes it
+    r->complete = true;
+    if (ShadowReq* adopter = r->adopter) adopt_drained(adopter, r);
+    return;
+  }
   if (r->error == MPI_SUCCESS) run_post_copy(r->post);
   r->post = PostCopy{};
   r->held.release();
@@ -855,7 +940,7 @@ void p2p_start_recv(ShadowReq* r) {
     UnexpectedMsg m = std::move(*it);
     cs->unexpected.erase(it);
     const bool self = m.env.src == cs->rank;
-    deliver(r, m.env, self ? &m.self_data : nullptr, m.self_sync);
+    deliver(r, m.env, self ? &m.self_data : nullptr, m.self_sync, m.drain);
     pump_ops();
     return;
   }
@@ -1176,6 +1261,7 @@ int p2p_probe_entry(Call call, int source, int tag, MPI_Comm comm, bool blocking
         m->env = it->env;
         m->self_data = std::move(it->self_data);
         m->self_sync = it->self_sync;
+        m->drain = it->drain;
         cs->unexpected.erase(it);
         *message = reinterpret_cast<MPI_Message>(m);
       }
@@ -1225,7 +1311,8 @@ int p2p_mrecv_entry(Call call, void* buf, int count, MPI_Datatype type, MPI_Mess
     r->active = true;
     const bool self = m->env.src == m->cs->rank;
     try {
-      deliver(r, m->env, self ? &m->self_data : nullptr, m->self_sync);
+      deliver(r, m->env, self ? &m->self_data : nullptr, m->self_sync, m->drain);
+      m->drain = nullptr;
     } catch (...) {
       code = error_code_from_current_exception(call, &text);
       fail_request(r, code, text);

@@ -174,6 +174,8 @@ struct UnexpectedMsg {
   // Self messages carry their payload here (staged at send time).
   std::vector<unsigned char> self_data;
   ShadowReq* self_sync = nullptr;  // synchronous self send waiting for the match
+  // An eager payload taken off the device into host staging (p2p.cpp: drain).
+  ShadowReq* drain = nullptr;
 };
 
 struct CommState {
@@ -296,6 +298,7 @@ struct Held {
   Staging* s[2] = {nullptr, nullptr};
   BaseBuffer& wrap(const void* ptr, uint64_t elems, dataType dtype);
   void* stage(size_t bytes);
+  void* take_stage(Held& from);  // moves `from`'s first staging block here
   void release();  // mu held
 };
 
@@ -349,6 +352,12 @@ struct ShadowReq {
   // self messages (message kind / matched recv)
   std::vector<unsigned char> self_data;
   ShadowReq* self_sync = nullptr;
+  // Unexpected eager payloads leave the device at once (p2p.cpp: drain):
+  // on a message handle, the drain that holds its bytes; on a drain, the
+  // receive that matched it before its bytes were in.
+  bool is_drain = false;
+  ShadowReq* drain = nullptr;
+  ShadowReq* adopter = nullptr;
   // result
   MPI_Status status{};
   int error = MPI_SUCCESS;

@@ -82,6 +82,8 @@ ShadowReq* shadow_alloc(ReqKind kind, Call call) {
   r->send_src = nullptr;
   r->post = PostCopy{};
   r->self_sync = nullptr;
+  r->is_drain = false;
+  r->drain = r->adopter = nullptr;
   r->error = MPI_SUCCESS;
   r->error_text.clear();
   r->next_posted = r->prev_flight = r->next_flight = nullptr;
