@@ -4,13 +4,11 @@
 #include <accl_emu/emulator.hpp>
 
 #include "scoped_env.hpp"
-#include "thread_switches.hpp"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <dirent.h>
 #include <fstream>
 #include <set>
@@ -61,7 +59,6 @@ std::set<std::string> thread_names() {
 }
 
 using accl::test::ScopedEnv;
-using accl::test::voluntary_switches;
 
 TEST(EmuEndToEnd, DeviceFacts) {
   auto world = create_local_world(1, InitOptions{}, inproc());
@@ -254,12 +251,6 @@ EmuOptions oversubscribed(TransportKind kind) {
   return o;
 }
 
-double thread_cpu_ms() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
-}
-
 // Collectives and rendezvous traffic are right while every waiting host
 // thread yield-drives (shared memory, as between MPI ranks, and in-process).
 TEST(EmuEndToEnd, OversubscribedHostThreadsYieldWhileTheyDrive) {
@@ -284,23 +275,23 @@ TEST(EmuEndToEnd, OversubscribedHostThreadsYieldWhileTheyDrive) {
   }
 }
 
-// The yielding budget bounds the time without progress of one call across
-// every wait for it: a rank that waits in slices (the PMPI layer waits for a
-// collective 1 ms at a time) for a peer that never comes yield-polls for the
-// budget, then blocks, instead of yield-polling until the deadline.
-TEST(EmuEndToEnd, OversubscribedWaitBlocksOnceTheYieldBudgetIsSpent) {
-  ScopedEnv no_spin("ACCL_EMU_SPIN_US", "0");  // no spinning before blocking: only the yield phase uses CPU
+// A rank that waits in slices (the PMPI layer waits for a collective 1 ms at
+// a time) for a peer that never comes, on an oversubscribed host with no
+// spinning and a short yield budget, gets the call's timeout error. How much
+// CPU the waits use meanwhile is measured by benchmarks/core
+// (accl-bench-emu-scheduling wait-yield-budget), not here.
+TEST(EmuEndToEnd, OversubscribedSlicedWaitEndsAtTheTimeout) {
+  ScopedEnv no_spin("ACCL_EMU_SPIN_US", "0");
   ScopedEnv yield_budget("ACCL_EMU_YIELD_US", "50000");
   auto world = create_local_world(2, InitOptions{}, oversubscribed(TransportKind::inproc));
   ACCL& a = *world[0];
-  a.set_timeout(std::chrono::microseconds(1'500'000));
+  a.set_timeout(std::chrono::microseconds(300'000));
   auto buf = a.create_buffer<int32_t>(4);
   auto request = a.recv(*buf, 4, 1, 7, GLOBAL_COMM, false, dataType::none, /*run_async=*/true);
-  const double cpu_before = thread_cpu_ms();
   const auto begin = std::chrono::steady_clock::now();
   uint32_t retcode = 0;
   bool completed = false;
-  while (!completed && std::chrono::steady_clock::now() - begin < std::chrono::seconds(20)) {
+  while (!completed && std::chrono::steady_clock::now() - begin < std::chrono::seconds(60)) {
     try {
       completed = a.wait(request, std::chrono::milliseconds(10));
     } catch (const DeviceError& e) {
@@ -308,38 +299,22 @@ TEST(EmuEndToEnd, OversubscribedWaitBlocksOnceTheYieldBudgetIsSpent) {
       completed = true;
     }
   }
-  const double cpu_ms = thread_cpu_ms() - cpu_before;
-  ASSERT_TRUE(completed) << "a receive with a 1.5 s timeout was still pending after 20 s";
+  ASSERT_TRUE(completed) << "a receive with a 0.3 s timeout was still pending after 60 s";
   EXPECT_NE(retcode & abi::kReceiveTimeoutError, 0u) << "retcode 0x" << std::hex << retcode;
-  // About 50 ms of yield-polling (less when other processes share the cores),
-  // then about 150 slices that block; yield-polling in every slice would have
-  // used the CPU for most of the 1.5 s.
-  EXPECT_GT(cpu_ms, 10.0) << "the waiting thread did not drive its CCLO before it blocked";
-  EXPECT_LT(cpu_ms, 300.0) << "the waiting thread kept yield-polling after the budget was spent";
 }
 
-// A rank that waits in slices (the PMPI layer: 1 ms at a time) and comes
-// straight back keeps its poll lease across them: its shm reader stays
-// parked and the waiting thread takes the messages that come in meanwhile.
-// (It used to end the polls with every slice: the reader, woken, took over,
-// the next message woke it again and it parked again, about two wake-ups
-// per message.)
-TEST(EmuEndToEnd, WaitSlicesThatRunOutLeaveTheShmReadersParked) {
+// A rank that waits in 1 ms slices while messages it does not wait for come
+// in gets them all, in order, and then the one it waits for. (How often the
+// shm readers wake meanwhile is measured by accl-bench-emu-scheduling
+// wait-slices-readers-parked.)
+TEST(EmuEndToEnd, WaitSlicesThatRunOutMissNoMessage) {
   ScopedEnv yield_budget("ACCL_EMU_YIELD_US", "10000000");  // yield-drive through every slice
   auto world = create_local_world(2, InitOptions{}, oversubscribed(TransportKind::shm));
   ACCL& a = *world[0];
   ACCL& b = *world[1];
   auto at_a = a.create_buffer<int32_t>(4);
   auto at_b = b.create_buffer<int32_t>(4);
-  // One message b -> a first: a's inbound ring and its reader exist.
-  (*at_b)[0] = 11;
-  b.send(*at_b, 4, 0, 1);
-  a.recv(*at_a, 4, 1, 1);
-  ASSERT_EQ((*at_a)[0], 11);
   auto request = a.recv(*at_a, 4, 1, 7, GLOBAL_COMM, false, dataType::none, /*run_async=*/true);
-  for (int i = 0; i < 20; ++i) ASSERT_FALSE(a.wait(request, std::chrono::milliseconds(1)));  // the reader parks
-  const long before = voluntary_switches("accl-shm-rx");
-  ASSERT_GE(before, 0);
   constexpr int kSlices = 200;
   constexpr int kMessages = 20;  // unexpected at a: tag 9
   for (int i = 0; i < kSlices; ++i) {
@@ -349,13 +324,10 @@ TEST(EmuEndToEnd, WaitSlicesThatRunOutLeaveTheShmReadersParked) {
     }
     ASSERT_FALSE(a.wait(request, std::chrono::milliseconds(1)));
   }
-  const long woken = voluntary_switches("accl-shm-rx") - before;
-  EXPECT_LT(woken, kMessages / 2) << "the shm readers were woken " << woken << " times for " << kMessages
-                                  << " messages in " << kSlices << " slices";
   (*at_b)[0] = 22;
   b.send(*at_b, 4, 0, 7);
   bool completed = false;
-  for (int i = 0; i < 5000 && !completed; ++i) completed = a.wait(request, std::chrono::milliseconds(1));
+  for (int i = 0; i < 60000 && !completed; ++i) completed = a.wait(request, std::chrono::milliseconds(1));
   ASSERT_TRUE(completed);
   EXPECT_EQ((*at_a)[0], 22);
   for (int i = 0; i < kMessages; ++i) {
@@ -443,38 +415,31 @@ TEST(EmuEndToEnd, TwoRankPingPongWithLateEchoesDeliversEveryRound) {
   });
 }
 
-TEST(EmuEndToEnd, ShmArrivalsAreHandledByTheReaderWithoutWakingTheFirmwareThread) {
-  // Nobody spins or polls (spin budgets 0), so every message the receiving
-  // rank gets is delivered by its shm reader thread. That thread runs the
-  // firmware passes the arrival enables (match, complete the receive)
-  // itself, instead of waking the firmware thread for them: the chain per
-  // message is reader -> host, not reader -> firmware -> host.
+// Nobody spins or polls (spin budgets 0): every message is delivered by the
+// receiving rank's shm reader thread, which runs the firmware passes the
+// arrival enables. Every message arrives, in order. (How often the firmware
+// threads wake meanwhile is measured by accl-bench-emu-scheduling
+// shm-reader-runs-firmware.)
+TEST(EmuEndToEnd, ShmArrivalsWithoutSpinningAreAllDelivered) {
   ScopedEnv no_spin("ACCL_EMU_SPIN_US", "0");
   ScopedEnv no_drive("ACCL_EMU_DRIVE_SPIN_US", "0");
   EmuOptions shm;
   shm.transport = TransportKind::shm;
   auto world = create_local_world(2, InitOptions{}, shm);
   constexpr int kMessages = 200;
-  const long before = voluntary_switches("accl-firmware");
-  ASSERT_GE(before, 0);
   on_all(world, [&](ACCL& a, int rank) {
     auto buf = a.create_buffer<int32_t>(4);
     for (int i = 0; i < kMessages; ++i) {
       if (rank == 0) {
         (*buf)[0] = i;
         a.send(*buf, 4, 1, 5);
-        // The receiver blocks before the next message comes.
-        std::this_thread::sleep_for(std::chrono::microseconds(300));
+        std::this_thread::sleep_for(std::chrono::microseconds(300));  // the receiver blocks before the next
       } else {
         a.recv(*buf, 4, 0, 5);
         if ((*buf)[0] != i) throw std::runtime_error("message " + std::to_string(i) + " carried " + std::to_string((*buf)[0]));
       }
     }
   });
-  const long woken = voluntary_switches("accl-firmware") - before;
-  // Before the readers ran the passes: at least one wake-up per message.
-  EXPECT_LT(woken, kMessages / 4) << "the firmware threads were woken " << woken << " times for " << kMessages
-                                  << " messages";
 }
 
 }  // namespace
