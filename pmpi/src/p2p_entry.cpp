@@ -13,6 +13,11 @@
 // communicator either every message travels through ACCL or none does. Comms
 // created through our wrappers (and MPI_COMM_WORLD) are offloaded, decided at
 // creation time on all members; other comms stay native for p2p.
+//
+// So that a blocking MPI_Send never depends on the receiver reaching one of
+// our entry points (it may be inside a native call), blocking sends above
+// the eager size are staged and detached (budget ACCL_P2P_STAGING_BYTES);
+// smaller ones complete eagerly on the device anyway.
 #include "buffer_checks.hpp"
 #include "buffers.hpp"
 #include "comms.hpp"

@@ -7,11 +7,8 @@
 // Every wait loop and Test call runs it, and so does the progress thread
 // (progress_thread.cpp) while the application is away from the layer.
 //
-// So that a blocking MPI_Send never depends on the receiver reaching one of
-// our entry points (it may be inside a native call), blocking sends above
-// the eager size are staged and detached (budget ACCL_P2P_STAGING_BYTES);
-// smaller ones complete eagerly on the device anyway. Detached sends
-// complete here and are drained at finalize.
+// Blocking sends that returned early (detached, see p2p_entry.cpp) complete
+// here and are drained at finalize.
 #include "progress.hpp"
 
 #include "buffers.hpp"
