@@ -17,7 +17,12 @@
 // calls for a NULL buffer. Only arguments significant at this rank are
 // checked, as Open MPI does (a non-root's receive buffer of MPI_Reduce may be
 // anything).
-#include "pmpi.hpp"
+#include "buffer_checks.hpp"
+
+#include "errors.hpp"
+#include "state.hpp"
+#include "stats.hpp"
+#include "types.hpp"
 
 #include <accl/log.hpp>
 

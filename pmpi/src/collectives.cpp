@@ -19,7 +19,17 @@
 //
 // MPI_IN_PLACE is emulated with a staging copy of the in-place input: the
 // device then reads and writes distinct buffers.
-#include "pmpi.hpp"
+#include "collectives.hpp"
+
+#include "buffer_checks.hpp"
+#include "buffers.hpp"
+#include "comms.hpp"
+#include "errors.hpp"
+#include "progress.hpp"
+#include "requests.hpp"
+#include "state.hpp"
+#include "stats.hpp"
+#include "types.hpp"
 
 #include <dlfcn.h>
 

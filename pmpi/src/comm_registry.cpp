@@ -17,7 +17,8 @@
 //   full), all members agree (PMPI_Allreduce MIN) and latch the comm native.
 // * Every state is also on a registry list, so teardown frees the ACCL
 //   communicators of comms the application never freed.
-#include "pmpi.hpp"
+#include "comms.hpp"
+#include "state.hpp"
 
 #include <accl/log.hpp>
 

@@ -5,7 +5,9 @@
 // call, the rank and the cause), MPI_ERRORS_RETURN returns one of three error
 // classes this layer registers at MPI_Init. MPI_Error_string of the returned
 // code reads the text of the most recent failure of that class.
-#include "pmpi.hpp"
+#include "errors.hpp"
+
+#include "state.hpp"
 
 #include <accl/log.hpp>
 

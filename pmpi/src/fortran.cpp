@@ -10,7 +10,7 @@
 // addresses of common blocks in libmpi) and call our C entry points.
 // `use mpi_f08` bypasses all of this (Open MPI binds it to internal
 // functions); it runs natively.
-#include "pmpi.hpp"
+#include "requests.hpp"
 
 #include <utility>
 #include <vector>

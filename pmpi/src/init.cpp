@@ -15,8 +15,15 @@
 // sends, synchronises on the private comm (nobody closes its device while a
 // peer still talks to it), prints ACCL_STATS, and frees every ACCL
 // communicator including those of comms the application never freed.
-#include "pmpi.hpp"
+#include "buffers.hpp"
+#include "comms.hpp"
+#include "errors.hpp"
+#include "progress.hpp"
+#include "requests.hpp"
 #include "settings.hpp"
+#include "state.hpp"
+#include "stats.hpp"
+#include "types.hpp"
 
 #include <accl/config.hpp>
 #include <accl/log.hpp>
@@ -84,7 +91,7 @@ void read_settings(Settings& s) {
     s.max_bytes[c] =
         config::get(max_name.c_str()) ? static_cast<uint64_t>(config::get_int(max_name.c_str())) : global_max;
   }
-  // Point-to-point is all-or-nothing per communicator (see p2p.cpp).
+  // Point-to-point is all-or-nothing per communicator (see p2p_entry.cpp).
   s.p2p = s.enabled[static_cast<size_t>(Call::Send)] && s.enabled[static_cast<size_t>(Call::Recv)];
   s.rx_buffer_count = static_cast<unsigned>(config::get_int("ACCL_RX_BUFFER_COUNT"));
   s.rx_buffer_size = static_cast<size_t>(config::get_int("ACCL_RX_BUFFER_SIZE"));
@@ -397,7 +404,7 @@ void teardown() {
     std::lock_guard lock(st.mu);
     requests_teardown();
     p2p_teardown();
-    engine_teardown();
+    buffers_teardown();
     st.torn_down = true;
   }
   // Device first (its threads stop writing into our memory), then the

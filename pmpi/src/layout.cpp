@@ -17,7 +17,8 @@
 // and held by the operation, so completion places data without any MPI call
 // (completion may run on a progress thread) and without the type handle
 // (the application may free the type while the receive is pending).
-#include "pmpi.hpp"
+#include "buffers.hpp"
+#include "types.hpp"
 
 #include <accl/log.hpp>
 

@@ -4,7 +4,7 @@
 // depends on settings: call list and byte thresholds. Everything here is a
 // pure function of (call, bytes) and settings, so it is rank-uniform as long
 // as bytes is (every caller passes a byte count all ranks agree on).
-#include "pmpi.hpp"
+#include "state.hpp"
 
 namespace accl::pmpi {
 

@@ -6,7 +6,7 @@
 // both complete, whatever else either process does inside MPI. Most of an
 // offloaded message's life is on the device, which moves on its own, but a
 // few steps need this process's host: device calls waiting for a free slot of
-// the layer's budget (p2p.cpp), an envelope to match against a posted
+// the layer's budget (p2p_proto.cpp), an envelope to match against a posted
 // receive, a reply that releases a rendezvous payload or completes a
 // synchronous send. The application thread runs them whenever it is inside
 // one of our entry points; this thread runs them while it is not (inside a
@@ -23,7 +23,7 @@
 // datatype, freeing a datatype reference) are left to the application
 // thread (on_progress_thread()), so the thread is correct under every MPI
 // thread level, MPI_THREAD_SINGLE included.
-#include "pmpi.hpp"
+#include "progress.hpp"
 
 #include <accl/log.hpp>
 

@@ -3,7 +3,10 @@
 // ACCL_STATS (per-call counters, one table summed over ranks at
 // MPI_Finalize), ACCL_TRACE (one line per call) and ACCL_FALLBACK (warn line
 // or abort when a call would run natively for a non-benign reason).
-#include "pmpi.hpp"
+#include "stats.hpp"
+
+#include "progress.hpp"
+#include "state.hpp"
 
 #include <cinttypes>
 #include <cstdio>

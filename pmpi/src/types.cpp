@@ -9,7 +9,10 @@
 // has no gaps (lb == true lb == 0, extent == true extent == size) is
 // "n elements of that basic type". The result for a derived type is cached
 // in a datatype attribute, which MPI deletes with the type.
-#include "pmpi.hpp"
+#include "types.hpp"
+
+#include "progress.hpp"
+#include "state.hpp"
 
 #include <atomic>
 #include <climits>

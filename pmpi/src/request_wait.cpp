@@ -1,155 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// Shadow requests: the MPI_Request handles of offloaded non-blocking
-// operations, and the whole Wait/Test family that must understand them.
-//
-// Handles are addresses inside one reserved pool, so "is this ours?" is a
-// range check, and a request costs no allocation once its pool slot exists.
-// Open MPI never sees a shadow handle: every call that takes requests is
-// intercepted here. Arrays mixing shadow and native requests are served by
-// polling both sides (the native ones through PMPI_Test*), which keeps MPI's
-// rules for null and inactive persistent requests intact.
-#include "pmpi.hpp"
+// The Wait/Test family and the other calls that take requests (MPI_Start,
+// MPI_Cancel, MPI_Request_free, ...), for arrays that may mix shadow
+// requests (request_pool.cpp) and native ones. Arrays mixing both are served
+// by polling both sides (the native ones through PMPI_Test*), which keeps
+// MPI's rules for null and inactive persistent requests intact. Waiting runs
+// the one progress engine (progress.hpp).
+#include "requests.hpp"
 
-#include <sys/mman.h>
+#include "comms.hpp"
+#include "errors.hpp"
+#include "p2p_match.hpp"
+#include "p2p_proto.hpp"
+#include "progress.hpp"
 
-#include <climits>
-#include <new>
+#include <string>
+#include <vector>
 
 namespace accl::pmpi {
-
-namespace {
-constexpr uint32_t kCapacity = 1u << 16;
-constexpr uint32_t kNone = UINT32_MAX;
-ShadowReq* g_pool = nullptr;
-uint32_t g_constructed = 0;
-uint32_t g_free_head = kNone;
-}  // namespace
-
-void requests_init() {
-  if (g_pool != nullptr) return;
-  // Address space only: pages are committed as slots get used.
-  void* p = mmap(nullptr, size_t{kCapacity} * sizeof(ShadowReq), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();
-  g_pool = static_cast<ShadowReq*>(p);
-}
-
-void requests_teardown() {
-  // Wrappers and outstanding device requests go before the driver does.
-  for (uint32_t i = 0; i < g_constructed; ++i) {
-    ShadowReq& r = g_pool[i];
-    for (auto& d : r.r) d.reset();
-    for (auto& b : r.held.b) b.reset();
-    r.held.s[0] = r.held.s[1] = nullptr;  // the staging pool is freed wholesale
-    r.env_buf.reset();
-    r.ctl_buf.reset();
-  }
-}
-
-bool is_shadow(const void* handle) {
-  const auto a = reinterpret_cast<uintptr_t>(handle);
-  const auto b = reinterpret_cast<uintptr_t>(g_pool);
-  return g_pool != nullptr && a - b < size_t{kCapacity} * sizeof(ShadowReq);
-}
-
-ShadowReq* shadow_alloc(ReqKind kind, Call call) {
-  uint32_t i;
-  if (g_free_head != kNone) {
-    i = g_free_head;
-    g_free_head = g_pool[i].next_free;
-  } else {
-    if (g_constructed == kCapacity)
-      throw std::runtime_error("more than 65536 offloaded requests outstanding");
-    i = g_constructed++;
-    new (&g_pool[i]) ShadowReq();
-    g_pool[i].index = i;
-  }
-  ShadowReq* r = &g_pool[i];
-  r->kind = kind;
-  r->call = call;
-  r->persistent = r->active = r->complete = r->user_freed = r->detached = r->cancelled = r->in_flight = false;
-  r->mode = SendMode::standard;
-  r->rstate = RecvState::inactive;
-  r->cs = nullptr;
-  r->comm = MPI_COMM_NULL;
-  r->buf = nullptr;
-  r->count = 0;
-  r->type = MPI_DATATYPE_NULL;
-  r->tinfo = TypeInfo{};
-  r->type_ref = MPI_DATATYPE_NULL;
-  r->peer = r->tag = 0;
-  r->send_src = nullptr;
-  r->post = PostCopy{};
-  r->self_sync = nullptr;
-  r->is_drain = false;
-  r->drain = r->adopter = nullptr;
-  r->error = MPI_SUCCESS;
-  r->error_text.clear();
-  r->next_posted = r->prev_flight = r->next_flight = nullptr;
-  r->r_class[0] = r->r_class[1] = r->r_class[2] = 0;
-  r->queued_ops = 0;
-  r->awaiting_reply = false;
-  r->payload_buf = nullptr;
-  r->layout.reset();
-  set_empty_status(&r->status);
-  return r;
-}
-
-void shadow_free(ShadowReq* r) {
-  p2p_forget(r);
-  for (auto& d : r->r) d.reset();
-  r->held.release();
-  r->self_data.clear();
-  r->layout.reset();
-  if (r->type_ref != MPI_DATATYPE_NULL) {
-    type_release(r->type_ref);
-    r->type_ref = MPI_DATATYPE_NULL;
-  }
-  CommState* cs = r->cs;
-  r->cs = nullptr;
-  r->kind = ReqKind::free;
-  r->next_free = g_free_head;
-  g_free_head = r->index;
-  if (cs != nullptr) comm_release(cs);
-}
-
-MPI_Fint shadow_c2f(ShadowReq* r) { return -static_cast<MPI_Fint>(r->index) - 2; }
-
-ShadowReq* shadow_f2c(MPI_Fint f) {
-  if (f > -2 || g_pool == nullptr) return nullptr;
-  const auto i = static_cast<uint32_t>(-(static_cast<int64_t>(f) + 2));
-  if (i >= g_constructed || g_pool[i].kind == ReqKind::free) return nullptr;
-  return &g_pool[i];
-}
-
-// MPI 3.1 3.2.5: "message-passing calls do not modify the value of the error
-// code field of status variables", except the calls that return several
-// statuses, and those if and only if they return MPI_ERR_IN_STATUS. Every
-// status we fill keeps the caller's MPI_ERROR; array_errors writes it.
-void copy_status(MPI_Status* to, const MPI_Status& from) {
-  if (to == MPI_STATUS_IGNORE) return;
-  const int kept = to->MPI_ERROR;
-  *to = from;
-  to->MPI_ERROR = kept;
-}
-
-void set_empty_status(MPI_Status* status) {
-  if (status == MPI_STATUS_IGNORE) return;
-  // Built once through MPI's own setters (the status has hidden fields), then
-  // copied: every request starts with an empty status, and the two PMPI calls
-  // cost as much as the rest of setting up a send.
-  static const MPI_Status empty = [] {
-    MPI_Status s{};
-    s.MPI_SOURCE = MPI_ANY_SOURCE;
-    s.MPI_TAG = MPI_ANY_TAG;
-    s.MPI_ERROR = MPI_SUCCESS;
-    PMPI_Status_set_elements_x(&s, MPI_BYTE, 0);
-    PMPI_Status_set_cancelled(&s, 0);
-    return s;
-  }();
-  copy_status(status, empty);
-}
 
 namespace {
 
@@ -173,7 +41,7 @@ Outcome take(ShadowReq* r, MPI_Status* status) {
     r->error = MPI_SUCCESS;
     r->error_text.clear();
   } else {
-    shadow_free(r);
+    p2p_request_free(r);
   }
   return o;
 }
@@ -588,7 +456,7 @@ ACCL_PMPI_EXPORT int MPI_Request_free(MPI_Request* req) {
   ShadowReq* r = as_shadow(*req);
   {
     std::lock_guard lock(state().mu);
-    if (!r->active || r->complete) shadow_free(r);
+    if (!r->active || r->complete) p2p_request_free(r);
     else r->user_freed = true;  // freed by progress once the operation completes
   }
   *req = MPI_REQUEST_NULL;
@@ -600,7 +468,7 @@ ACCL_PMPI_EXPORT int MPI_Cancel(MPI_Request* req) {
   std::lock_guard lock(state().mu);
   // Only a receive that has not matched yet can be cancelled; sends and
   // matched receives complete normally (MPI allows a cancel to fail).
-  p2p_cancel(as_shadow(*req));
+  p2p_recv_cancel(as_shadow(*req));
   return MPI_SUCCESS;
 }
 
@@ -612,8 +480,8 @@ ACCL_PMPI_EXPORT int MPI_Start(MPI_Request* req) {
   {
     std::lock_guard lock(state().mu);
     try {
-      if (r->kind == ReqKind::send) p2p_start_send(r);
-      else p2p_start_recv(r);
+      if (r->kind == ReqKind::send) p2p_send_start(r);
+      else p2p_recv_start(r);
     } catch (...) {
       code = error_code_from_current_exception(r->call, &text);
       flight_remove(r);

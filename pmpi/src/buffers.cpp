@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// Shared machinery of the offload path: ACCL host buffers over user memory
-// (cached so steady-state calls allocate nothing), pooled staging memory, and
-// the pauses of the wait loop.
-#include "pmpi.hpp"
+// Host memory of the offload path: ACCL host buffers over user memory
+// (cached so steady-state calls allocate nothing), pooled staging memory,
+// and the host-side copies around device calls.
+#include "buffers.hpp"
 
-#include <accl/spin.hpp>
+#include "state.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -172,7 +172,7 @@ void run_post_copy(const PostCopy& p) {
   }
 }
 
-void engine_teardown() {
+void buffers_teardown() {
   g_cache.clear();
   for (auto& head : g_free) {
     while (head != nullptr) {
@@ -183,46 +183,6 @@ void engine_teardown() {
     }
   }
   g_limited_in_use = 0;
-}
-
-namespace {
-// When native_progress() last ran (steady_clock, ns), for PollPacer;
-// relaxed: racing threads only blur when the next one is due.
-std::atomic<int64_t> g_last_native_ns{0};
-// One budget for all waits of the process (the emulator keeps one per kind
-// of wait): relaxed atomics, races only blur the heuristic.
-constexpr std::chrono::nanoseconds kPollSpinMax = std::chrono::microseconds(50);
-SpinBudget g_poll_spin{kPollSpinMax};
-}  // namespace
-
-void native_progress() {
-  State& st = state();
-  if (st.private_comm == MPI_COMM_NULL) return;
-  g_last_native_ns.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
-  int flag = 0;
-  // Any MPI call drives Open MPI's progress engine; an Iprobe on our private
-  // communicator (which never carries user traffic) is the cheapest one.
-  PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, st.private_comm, &flag, MPI_STATUS_IGNORE);
-}
-
-void PollPacer::configure(unsigned host_ranks, unsigned cores) {
-  // With a core per rank a spin takes no core from anyone, but a few slow
-  // waits in a row (a timer interrupt, a page fault, the other rank
-  // preempted) halved the budget below the length of an ordinary wait, and
-  // from then on every wait spun out and yielded, until the next probe: 2
-  // ranks on 2 cores made 0.3 sched_yield calls per ping-pong round trip,
-  // each ~650 ns on a VM whose kernel makes a yield a full reschedule. The
-  // floor (a quarter of the maximum, as the emulator's driving spin) keeps
-  // short waits spinning; oversubscribed, the budget still falls to zero.
-  g_poll_spin.set_floor(core_per_process(host_ranks, cores) ? kPollSpinMax / 4 : std::chrono::nanoseconds(0));
-}
-
-PollPacer::PollPacer() : accl::PollPacer(g_poll_spin) {}
-
-bool PollPacer::native_progress_due() const {
-  const std::chrono::steady_clock::time_point last{
-      std::chrono::steady_clock::duration(g_last_native_ns.load(std::memory_order_relaxed))};
-  return accl::PollPacer::native_progress_due(last);
 }
 
 }  // namespace accl::pmpi

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The base of every header of the PMPI interposition layer (libaccl_pmpi):
+// MPI and ACCL includes, the export and branch-hint macros, and the lists of
+// intercepted calls and fallback reasons (calls.def, reasons.def; names and
+// texts in policy.cpp).
+#pragma once
+
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <accl/accl.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+#define ACCL_PMPI_EXPORT extern "C" __attribute__((visibility("default")))
+// On the declaration of a variable that several files of the layer share:
+// the compiler then addresses it directly, as a file's own static, instead of
+// loading its address from the GOT first (-fvisibility=hidden covers only
+// definitions).
+#define ACCL_PMPI_LOCAL __attribute__((visibility("hidden")))
+#define ACCL_LIKELY(x) __builtin_expect(!!(x), 1)
+#define ACCL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+namespace accl::pmpi {
+
+enum class Group : uint8_t { p2p, coll, icoll };
+
+enum class Call : uint8_t {
+#define CALL(e, mpi, setting, group) e,
+#include "calls.def"
+#undef CALL
+};
+inline constexpr size_t kNumCalls = 0
+#define CALL(e, mpi, setting, group) +1
+#include "calls.def"
+#undef CALL
+    ;
+
+enum class Reason : uint8_t {
+#define REASON(e, text, benign) e,
+#include "reasons.def"
+#undef REASON
+};
+inline constexpr size_t kNumReasons = 0
+#define REASON(e, text, benign) +1
+#include "reasons.def"
+#undef REASON
+    ;
+
+const char* call_name(Call c);     // "MPI_Allreduce"
+const char* call_setting(Call c);  // "allreduce"
+Group call_group(Call c);
+const char* reason_text(Reason r);
+bool reason_benign(Reason r);
+
+// Decides the byte-threshold and call-list part of the policy (policy.cpp).
+Reason policy_call(Call call, uint64_t bytes);
+
+}  // namespace accl::pmpi

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Offloaded collectives (collectives.cpp), blocking and MPI_I*: req ==
+// nullptr means blocking.
+#pragma once
+
+#include "calls.hpp"
+
+namespace accl::pmpi {
+
+int coll_bcast(Call call, void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* req);
+int coll_reduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+                MPI_Comm comm, MPI_Request* req);
+int coll_allreduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                   MPI_Request* req);
+int coll_gather(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req);
+int coll_scatter(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                 MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req);
+int coll_allgather(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                   MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req);
+int coll_alltoall(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
+                  MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req);
+int coll_reduce_scatter(Call call, const void* sbuf, void* rbuf, int rcount, const int* rcounts, MPI_Datatype type,
+                        MPI_Op op, MPI_Comm comm, MPI_Request* req);
+int coll_barrier(Call call, MPI_Comm comm, MPI_Request* req);
+
+}  // namespace accl::pmpi

@@ -1,0 +1,536 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Point-to-point entry points: MPI_Send and its modes, MPI_Recv, the
+// non-blocking and persistent forms, MPI_Sendrecv(_replace) and the probes.
+// Each decides native or offloaded, checks its arguments, and hands an
+// offloaded call to the engine as a shadow request: sends to the protocol
+// (p2p_proto.cpp), receives to matching (p2p_match.cpp); blocking calls
+// then wait in the progress engine (progress.hpp).
+//
+// Routing is per communicator, never per message: a rule like "offload
+// messages above N bytes" cannot be evaluated by a receiver that does not
+// know the size (MPI_ANY_SOURCE, larger receive counts), so on a
+// communicator either every message travels through ACCL or none does. Comms
+// created through our wrappers (and MPI_COMM_WORLD) are offloaded, decided at
+// creation time on all members; other comms stay native for p2p.
+//
+// So that a blocking MPI_Send never depends on the receiver reaching one of
+// our entry points (it may be inside a native call), blocking sends above
+// the eager size are staged and detached (budget ACCL_P2P_STAGING_BYTES);
+// smaller ones complete eagerly on the device anyway.
+#include "buffer_checks.hpp"
+#include "buffers.hpp"
+#include "comms.hpp"
+#include "errors.hpp"
+#include "p2p_match.hpp"
+#include "p2p_proto.hpp"
+#include "progress.hpp"
+#include "requests.hpp"
+#include "stats.hpp"
+#include "types.hpp"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace accl::pmpi {
+
+namespace {
+
+// Detached blocking sends at most (further ones wait for their completion).
+constexpr int kMaxDetached = 1024;
+
+// Why p2p on `comm` is native (never Offloaded when *cs is null).
+Reason p2p_route(MPI_Comm comm, CommState** cs) {
+  State& st = state();
+  *cs = nullptr;
+  if (!st.active) return st.s.offload ? Reason::NoDevice : Reason::Disabled;
+  if (!st.s.p2p) return Reason::Excluded;
+  if (!st.can_p2p) return Reason::DeviceCap;
+  *cs = comm_for_p2p(comm);
+  if (*cs != nullptr) return Reason::Offloaded;
+  CommState* known = comm_lookup(comm);
+  if (known != nullptr) return known->accl ? Reason::P2pNative : known->native_reason;
+  if (comm == MPI_COMM_NULL) return Reason::BadArgs;
+  int inter = 0, size = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  if (inter) return Reason::Intercomm;
+  PMPI_Comm_size(comm, &size);
+  return size < 2 ? Reason::CommSize1 : Reason::P2pNative;
+}
+
+bool valid_peer(const CommState* cs, int peer, bool any_ok) {
+  return (peer >= 0 && peer < cs->size) || (any_ok && peer == MPI_ANY_SOURCE);
+}
+bool valid_tag(int tag, bool any_ok) {
+  static int tag_ub = [] {
+    int* v = nullptr;
+    int flag = 0;
+    PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &v, &flag);
+    return flag && v ? *v : 32767;
+  }();
+  return (tag >= 0 && tag <= tag_ub) || (any_ok && tag == MPI_ANY_TAG);
+}
+ShadowReq* new_req(ReqKind kind, Call call, CommState* cs, MPI_Comm comm, const void* buf, int count,
+                   MPI_Datatype type, uint64_t bytes, int peer, int tag, SendMode mode) {
+  ShadowReq* r = shadow_alloc(kind, call);
+  r->cs = cs;
+  ++cs->refs;
+  r->comm = comm;
+  r->buf = buf;
+  r->count = count;
+  r->type = type;
+  r->tinfo = type_info(type);
+  r->bytes = bytes;
+  r->peer = peer;
+  r->tag = tag;
+  r->mode = mode;
+  // Taken here, on the application's thread: deliver() may run elsewhere.
+  if (kind == ReqKind::recv && bytes != 0 && !r->tinfo.contiguous) r->layout = type_layout(type);
+  return r;
+}
+
+// A request that outlives its entry point (non-blocking, persistent) keeps
+// its own reference to a non-contiguous derived type, which it packs or
+// unpacks with later: the application may free the type meanwhile. Others
+// never use the type after their entry point (tinfo is cached). mu held.
+void hold_type(ShadowReq* r) {
+  if (r->tinfo.contiguous) return;
+  r->type_ref = type_hold(r->type);
+  if (r->type_ref != MPI_DATATYPE_NULL) r->type = r->type_ref;
+}
+
+int fail_now(Call call, MPI_Comm comm) {
+  std::string text;
+  const int code = error_code_from_current_exception(call, &text);
+  return raise_error(comm, call, code, text);
+}
+
+// Blocking send on an offloaded comm.
+int send_blocking(Call call, const void* buf, int count, MPI_Datatype type, uint64_t bytes, int dest, int tag,
+                  MPI_Comm comm, CommState* cs, SendMode mode) {
+  State& st = state();
+  ShadowReq* r = nullptr;
+  try {
+    std::lock_guard lock(st.mu);
+    r = new_req(ReqKind::send, call, cs, comm, buf, count, type, bytes, dest, tag, mode);
+    bool detach = false;
+    if (mode != SendMode::sync && g_detached < kMaxDetached) {
+      if (bytes <= p2p_inline_limit() || dest == cs->rank) {
+        detach = true;  // everything travels inside the envelope (or is copied)
+      } else if (bytes - bytes % 4 > st.s.max_eager_size || !type_info(type).contiguous) {
+        // Rendezvous needs the receiver's host to match the envelope first:
+        // stage so this send returns regardless of what the receiver does.
+        if (Staging* s = staging_get(bytes, true)) {
+          r->held.s[0] = s;
+          if (type_info(type).contiguous) std::memcpy(s->ptr, buf, bytes);
+          else pack_to(s->ptr, bytes, buf, count, type);
+          r->send_src = s->ptr;
+          detach = true;
+        }
+      }
+    }
+    p2p_send_start(r);
+    if (detach) {
+      if (r->complete) {
+        p2p_request_free(r);
+      } else {
+        r->user_freed = true;
+        r->detached = true;
+        ++g_detached;
+      }
+      return MPI_SUCCESS;
+    }
+  } catch (...) {
+    if (r != nullptr) {
+      std::lock_guard lock(st.mu);
+      flight_remove(r);
+      p2p_request_free(r);
+    }
+    return fail_now(call, comm);
+  }
+  wait_until([&] { return r->complete; });
+  return request_finish(r, MPI_STATUS_IGNORE);
+}
+
+int start_nonblocking(ShadowReq* r, MPI_Request* request) {
+  State& st = state();
+  try {
+    std::lock_guard lock(st.mu);
+    if (r->kind == ReqKind::send) p2p_send_start(r);
+    else p2p_recv_start(r);
+  } catch (...) {
+    const MPI_Comm comm = r->comm;
+    const Call call = r->call;
+    {
+      std::lock_guard lock(st.mu);
+      flight_remove(r);
+      p2p_request_free(r);
+    }
+    *request = MPI_REQUEST_NULL;
+    return fail_now(call, comm);
+  }
+  *request = as_request(r);
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+// --- entry points used by the C and Fortran wrappers -------------------------
+
+template <typename Native>
+int p2p_send_entry(Call call, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                   SendMode mode, MPI_Request* request, bool persistent, Native&& native, bool account = true) {
+  CallScope scope(call, account);
+  CommState* cs = nullptr;
+  Reason why = p2p_route(comm, &cs);
+  const BufferBytes size = buffer_bytes(count, type);
+  const uint64_t bytes = size.bytes;
+  if (why == Reason::Offloaded && dest == MPI_PROC_NULL) why = Reason::ProcNull;
+  if (why == Reason::Offloaded && (!valid_peer(cs, dest, false) || !valid_tag(tag, false) || !size.valid))
+    why = Reason::BadArgs;
+  if (ACCL_UNLIKELY(suspect_buffer(buf)) && why != Reason::BadArgs && size.valid && comm != MPI_COMM_NULL)
+    if (const BufferFault f = check_p2p_buffer(buf, count, type)) return reject_arguments(scope, comm, call, f, bytes);
+  if (why != Reason::Offloaded) {
+    scope.native(why, bytes, comm);
+    return native();
+  }
+  scope.offloaded(bytes, comm);
+  if (persistent) {
+    std::lock_guard lock(state().mu);
+    ShadowReq* r = new_req(ReqKind::send, call, cs, comm, buf, count, type, bytes, dest, tag, mode);
+    r->persistent = true;
+    hold_type(r);
+    *request = as_request(r);
+    return MPI_SUCCESS;
+  }
+  if (request == nullptr) return send_blocking(call, buf, count, type, bytes, dest, tag, comm, cs, mode);
+  ShadowReq* r;
+  {
+    std::lock_guard lock(state().mu);
+    r = new_req(ReqKind::send, call, cs, comm, buf, count, type, bytes, dest, tag, mode);
+  }
+  return start_nonblocking(r, request);
+}
+
+template <typename Native>
+int p2p_recv_entry(Call call, void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                   MPI_Status* status, MPI_Request* request, bool persistent, Native&& native, bool account = true) {
+  CallScope scope(call, account);
+  CommState* cs = nullptr;
+  Reason why = p2p_route(comm, &cs);
+  const BufferBytes size = buffer_bytes(count, type);
+  const uint64_t bytes = size.bytes;
+  if (why == Reason::Offloaded && source == MPI_PROC_NULL) why = Reason::ProcNull;
+  if (why == Reason::Offloaded && (!valid_peer(cs, source, true) || !valid_tag(tag, true) || !size.valid))
+    why = Reason::BadArgs;
+  if (ACCL_UNLIKELY(suspect_buffer(buf)) && why != Reason::BadArgs && size.valid && comm != MPI_COMM_NULL)
+    if (const BufferFault f = check_p2p_buffer(buf, count, type)) return reject_arguments(scope, comm, call, f, bytes);
+  if (why != Reason::Offloaded) {
+    scope.native(why, bytes, comm);
+    return native();
+  }
+  scope.offloaded(bytes, comm);
+  ShadowReq* r;
+  {
+    std::lock_guard lock(state().mu);
+    r = new_req(ReqKind::recv, call, cs, comm, buf, count, type, bytes, source, tag, SendMode::standard);
+    if (persistent || request != nullptr) hold_type(r);
+    if (persistent) {
+      r->persistent = true;
+      *request = as_request(r);
+      return MPI_SUCCESS;
+    }
+  }
+  if (request != nullptr) return start_nonblocking(r, request);
+  MPI_Request tmp;
+  int rc = start_nonblocking(r, &tmp);
+  if (rc != MPI_SUCCESS) return rc;
+  wait_until([&] { return r->complete; });
+  return request_finish(r, status);
+}
+
+// MPI_Probe / MPI_Iprobe / MPI_Mprobe / MPI_Improbe.
+template <typename Native>
+int p2p_probe_entry(Call call, int source, int tag, MPI_Comm comm, bool blocking, int* flag, MPI_Message* message,
+                    MPI_Status* status, Native&& native) {
+  CallScope scope(call);
+  CommState* cs = nullptr;
+  Reason why = p2p_route(comm, &cs);
+  if (why == Reason::Offloaded && source == MPI_PROC_NULL) why = Reason::ProcNull;
+  if (why == Reason::Offloaded && (!valid_peer(cs, source, true) || !valid_tag(tag, true))) why = Reason::BadArgs;
+  if (why != Reason::Offloaded) {
+    scope.native(why, 0, comm);
+    return native();
+  }
+  scope.offloaded(0, comm);
+  State& st = state();
+  bool found = false;
+  std::string text;
+  int code = MPI_SUCCESS;
+  auto look = [&]() -> bool {
+    // mu held (wait_until / below)
+    for (auto it = cs->unexpected.begin(); it != cs->unexpected.end(); ++it) {
+      if (!matches(it->env, source, tag)) continue;
+      const uint64_t bytes = it->env.bytes;
+      if (status != MPI_STATUS_IGNORE) set_status(status, it->env.src, it->env.tag, bytes);
+      if (message != nullptr) {
+        ShadowReq* m = shadow_alloc(ReqKind::message, call);
+        m->cs = cs;
+        ++cs->refs;
+        m->comm = comm;
+        m->env = it->env;
+        m->self_data = std::move(it->self_data);
+        m->drain = it->drain;
+        m->self_sync = it->self_sync;
+        cs->unexpected.erase(it);
+        *message = reinterpret_cast<MPI_Message>(m);
+      }
+      found = true;
+      return true;
+    }
+    try {
+      p2p_pull_ensure(cs, true);
+    } catch (...) {
+      code = error_code_from_current_exception(call, &text);
+      return true;
+    }
+    return false;
+  };
+  if (blocking) {
+    wait_until(look);
+  } else {
+    std::lock_guard lock(st.mu);
+    progress_locked();
+    look();
+  }
+  if (code != MPI_SUCCESS) return raise_error(comm, call, code, text);
+  if (flag != nullptr) *flag = found ? 1 : 0;
+  if (!found && message != nullptr) *message = MPI_MESSAGE_NULL;
+  return MPI_SUCCESS;
+}
+
+int p2p_mrecv_entry(Call call, void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status,
+                    MPI_Request* request) {
+  CallScope scope(call);
+  if (message == nullptr || !is_shadow(*message)) {
+    scope.native(Reason::P2pNative, bytes_of(count, type), MPI_COMM_NULL);
+    return request ? PMPI_Imrecv(buf, count, type, message, request) : PMPI_Mrecv(buf, count, type, message, status);
+  }
+  State& st = state();
+  ShadowReq* m = reinterpret_cast<ShadowReq*>(*message);
+  const uint64_t bytes = bytes_of(count, type);
+  scope.offloaded(bytes, m->comm);
+  ShadowReq* r;
+  std::string text;
+  int code = MPI_SUCCESS;
+  {
+    std::lock_guard lock(st.mu);
+    r = new_req(ReqKind::recv, call, m->cs, m->comm, buf, count, type, bytes, m->env.src, m->env.tag,
+                SendMode::standard);
+    if (request != nullptr) hold_type(r);
+    r->active = true;
+    try {
+      p2p_message_deliver(r, m);
+    } catch (...) {
+      code = error_code_from_current_exception(call, &text);
+      fail_request(r, code, text);
+      r->complete = true;
+    }
+    p2p_request_free(m);
+    *message = MPI_MESSAGE_NULL;
+  }
+  if (request != nullptr) {
+    *request = as_request(r);
+    return MPI_SUCCESS;
+  }
+  wait_until([&] { return r->complete; });
+  return request_finish(r, status);
+}
+
+}  // namespace accl::pmpi
+
+// ---------------------------------------------------------------------------
+// C entry points
+// ---------------------------------------------------------------------------
+using namespace accl::pmpi;
+
+ACCL_PMPI_EXPORT int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Send(buf, count, type, dest, tag, comm);
+  return p2p_send_entry(Call::Send, buf, count, type, dest, tag, comm, SendMode::standard, nullptr, false,
+                        [&] { return PMPI_Send(buf, count, type, dest, tag, comm); });
+}
+ACCL_PMPI_EXPORT int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Bsend(buf, count, type, dest, tag, comm);
+  return p2p_send_entry(Call::Bsend, buf, count, type, dest, tag, comm, SendMode::buffered, nullptr, false,
+                        [&] { return PMPI_Bsend(buf, count, type, dest, tag, comm); });
+}
+ACCL_PMPI_EXPORT int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Ssend(buf, count, type, dest, tag, comm);
+  return p2p_send_entry(Call::Ssend, buf, count, type, dest, tag, comm, SendMode::sync, nullptr, false,
+                        [&] { return PMPI_Ssend(buf, count, type, dest, tag, comm); });
+}
+ACCL_PMPI_EXPORT int MPI_Rsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Rsend(buf, count, type, dest, tag, comm);
+  return p2p_send_entry(Call::Rsend, buf, count, type, dest, tag, comm, SendMode::ready, nullptr, false,
+                        [&] { return PMPI_Rsend(buf, count, type, dest, tag, comm); });
+}
+ACCL_PMPI_EXPORT int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                               MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Isend(buf, count, type, dest, tag, comm, req);
+  return p2p_send_entry(Call::Isend, buf, count, type, dest, tag, comm, SendMode::standard, req, false,
+                        [&] { return PMPI_Isend(buf, count, type, dest, tag, comm, req); });
+}
+ACCL_PMPI_EXPORT int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Ibsend(buf, count, type, dest, tag, comm, req);
+  return p2p_send_entry(Call::Ibsend, buf, count, type, dest, tag, comm, SendMode::buffered, req, false,
+                        [&] { return PMPI_Ibsend(buf, count, type, dest, tag, comm, req); });
+}
+ACCL_PMPI_EXPORT int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Issend(buf, count, type, dest, tag, comm, req);
+  return p2p_send_entry(Call::Issend, buf, count, type, dest, tag, comm, SendMode::sync, req, false,
+                        [&] { return PMPI_Issend(buf, count, type, dest, tag, comm, req); });
+}
+ACCL_PMPI_EXPORT int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Irsend(buf, count, type, dest, tag, comm, req);
+  return p2p_send_entry(Call::Irsend, buf, count, type, dest, tag, comm, SendMode::ready, req, false,
+                        [&] { return PMPI_Irsend(buf, count, type, dest, tag, comm, req); });
+}
+ACCL_PMPI_EXPORT int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                   MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Send_init(buf, count, type, dest, tag, comm, req);
+  return p2p_send_entry(Call::SendInit, buf, count, type, dest, tag, comm, SendMode::standard, req, true,
+                        [&] { return PMPI_Send_init(buf, count, type, dest, tag, comm, req); });
+}
+ACCL_PMPI_EXPORT int MPI_Bsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                    MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Bsend_init(buf, count, type, dest, tag, comm, req);
+  return p2p_send_entry(Call::BsendInit, buf, count, type, dest, tag, comm, SendMode::buffered, req, true,
+                        [&] { return PMPI_Bsend_init(buf, count, type, dest, tag, comm, req); });
+}
+ACCL_PMPI_EXPORT int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                    MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Ssend_init(buf, count, type, dest, tag, comm, req);
+  return p2p_send_entry(Call::SsendInit, buf, count, type, dest, tag, comm, SendMode::sync, req, true,
+                        [&] { return PMPI_Ssend_init(buf, count, type, dest, tag, comm, req); });
+}
+ACCL_PMPI_EXPORT int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                    MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Rsend_init(buf, count, type, dest, tag, comm, req);
+  return p2p_send_entry(Call::RsendInit, buf, count, type, dest, tag, comm, SendMode::ready, req, true,
+                        [&] { return PMPI_Rsend_init(buf, count, type, dest, tag, comm, req); });
+}
+
+ACCL_PMPI_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                              MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Recv(buf, count, type, source, tag, comm, status);
+  return p2p_recv_entry(Call::Recv, buf, count, type, source, tag, comm, status, nullptr, false,
+                        [&] { return PMPI_Recv(buf, count, type, source, tag, comm, status); });
+}
+ACCL_PMPI_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                               MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Irecv(buf, count, type, source, tag, comm, req);
+  return p2p_recv_entry(Call::Irecv, buf, count, type, source, tag, comm, MPI_STATUS_IGNORE, req, false,
+                        [&] { return PMPI_Irecv(buf, count, type, source, tag, comm, req); });
+}
+ACCL_PMPI_EXPORT int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                                   MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Recv_init(buf, count, type, source, tag, comm, req);
+  return p2p_recv_entry(Call::RecvInit, buf, count, type, source, tag, comm, MPI_STATUS_IGNORE, req, true,
+                        [&] { return PMPI_Recv_init(buf, count, type, source, tag, comm, req); });
+}
+
+ACCL_PMPI_EXPORT int MPI_Sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dest, int stag, void* rbuf,
+                                  int rcount, MPI_Datatype rtype, int source, int rtag, MPI_Comm comm,
+                                  MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only))
+    return PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status);
+  CallScope scope(Call::Sendrecv);
+  const uint64_t bytes = bytes_of(scount, stype) + bytes_of(rcount, rtype);
+  CommState* cs = nullptr;
+  const Reason why = p2p_route(comm, &cs);
+  if (why != Reason::Offloaded) {
+    scope.native(why, bytes, comm);
+    return PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status);
+  }
+  scope.offloaded(bytes, comm);
+  // Both halves on the engine (PROC_NULL halves natively): post the receive
+  // first, then the send, and wait for both.
+  MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  int rc = p2p_recv_entry(
+      Call::Sendrecv, rbuf, rcount, rtype, source, rtag, comm, MPI_STATUS_IGNORE, &reqs[0], false,
+      [&] { return PMPI_Irecv(rbuf, rcount, rtype, source, rtag, comm, &reqs[0]); }, false);
+  if (rc != MPI_SUCCESS) return rc;
+  rc = p2p_send_entry(
+      Call::Sendrecv, sbuf, scount, stype, dest, stag, comm, SendMode::standard, &reqs[1], false,
+      [&] { return PMPI_Isend(sbuf, scount, stype, dest, stag, comm, &reqs[1]); }, false);
+  if (rc != MPI_SUCCESS) {
+    MPI_Cancel(&reqs[0]);
+    MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
+    return rc;
+  }
+  MPI_Status st[2];
+  st[0].MPI_ERROR = st[1].MPI_ERROR = MPI_SUCCESS;
+  rc = MPI_Waitall(2, reqs, st);
+  copy_status(status, st[0]);  // a single-completion call: the caller's MPI_ERROR stays
+  if (rc == MPI_ERR_IN_STATUS) rc = st[0].MPI_ERROR != MPI_SUCCESS ? st[0].MPI_ERROR : st[1].MPI_ERROR;
+  return rc;
+}
+
+ACCL_PMPI_EXPORT int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int stag, int source,
+                                          int rtag, MPI_Comm comm, MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only))
+    return PMPI_Sendrecv_replace(buf, count, type, dest, stag, source, rtag, comm, status);
+  CommState* cs = nullptr;
+  const Reason why = p2p_route(comm, &cs);
+  if (why != Reason::Offloaded) {
+    CallScope scope(Call::SendrecvReplace);
+    scope.native(why, 2 * bytes_of(count, type), comm);
+    return PMPI_Sendrecv_replace(buf, count, type, dest, stag, source, rtag, comm, status);
+  }
+  // Send a packed copy, receive into the buffer.
+  const uint64_t bytes = bytes_of(count, type);
+  if (ACCL_UNLIKELY(suspect_buffer(buf)) && count > 0 && type != MPI_DATATYPE_NULL) {
+    if (const BufferFault f = check_p2p_buffer(buf, count, type)) {
+      CallScope scope(Call::SendrecvReplace);
+      return reject_arguments(scope, comm, Call::SendrecvReplace, f, 2 * bytes);
+    }
+  }
+  std::vector<unsigned char> copy(bytes);
+  if (bytes) pack_to(copy.data(), bytes, buf, count, type);
+  return MPI_Sendrecv(copy.data(), static_cast<int>(bytes), MPI_BYTE, dest, stag, buf, count, type, source, rtag,
+                      comm, status);
+}
+
+ACCL_PMPI_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Probe(source, tag, comm, status);
+  return p2p_probe_entry(Call::Probe, source, tag, comm, true, nullptr, nullptr, status,
+                         [&] { return PMPI_Probe(source, tag, comm, status); });
+}
+ACCL_PMPI_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Iprobe(source, tag, comm, flag, status);
+  return p2p_probe_entry(Call::Iprobe, source, tag, comm, false, flag, nullptr, status,
+                         [&] { return PMPI_Iprobe(source, tag, comm, flag, status); });
+}
+ACCL_PMPI_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Mprobe(source, tag, comm, message, status);
+  return p2p_probe_entry(Call::Mprobe, source, tag, comm, true, nullptr, message, status,
+                         [&] { return PMPI_Mprobe(source, tag, comm, message, status); });
+}
+ACCL_PMPI_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
+                                 MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Improbe(source, tag, comm, flag, message, status);
+  return p2p_probe_entry(Call::Improbe, source, tag, comm, false, flag, message, status,
+                         [&] { return PMPI_Improbe(source, tag, comm, flag, message, status); });
+}
+ACCL_PMPI_EXPORT int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Mrecv(buf, count, type, message, status);
+  return p2p_mrecv_entry(Call::Mrecv, buf, count, type, message, status, nullptr);
+}
+ACCL_PMPI_EXPORT int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* req) {
+  if (ACCL_LIKELY(g_native_only)) return PMPI_Imrecv(buf, count, type, message, req);
+  return p2p_mrecv_entry(Call::Imrecv, buf, count, type, message, MPI_STATUS_IGNORE, req);
+}

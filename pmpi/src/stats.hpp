@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Accounting of intercepted calls (stats.cpp): stats, trace and the
+// ACCL_FALLBACK policy.
+#pragma once
+
+#include "calls.hpp"
+
+#include <chrono>
+
+namespace accl::pmpi {
+
+void stats_record(Call call, Reason reason, uint64_t bytes, uint64_t ns);
+void stats_print();
+void trace_line(Call call, Reason reason, uint64_t bytes, MPI_Comm comm, uint64_t ns);
+// Applies ACCL_FALLBACK for a non-benign reason (warn line, or abort).
+void fallback_policy(Call call, Reason reason, uint64_t bytes);
+
+// Accounting for one intercepted call on the slow path: stats, trace and the
+// ACCL_FALLBACK policy. Costs nothing beyond a flag test unless
+// State::observe is set.
+class CallScope {
+ public:
+  // account = false: part of another call (the halves of MPI_Sendrecv).
+  explicit CallScope(Call call, bool account = true);
+  ~CallScope();
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+  // The call runs natively for `reason` (warns or aborts per ACCL_FALLBACK).
+  void native(Reason reason, uint64_t bytes, MPI_Comm comm);
+  void offloaded(uint64_t bytes, MPI_Comm comm);
+
+ private:
+  Call call_;
+  bool on_;
+  Reason reason_ = Reason::Offloaded;
+  uint64_t bytes_ = 0;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace accl::pmpi
