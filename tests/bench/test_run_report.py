@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""The one-command report (benchmarks/report/run_report.py) end to end, tiny.
+"""The one-command report (benchmarks/report/run_report.py, its jobs in accl_report/) end to end, tiny.
 
 1. Summary arithmetic: a size whose best value printed as 0.00 has no ratio
    and must not break the geometric mean (it crashed with math.log(None)).
@@ -21,7 +21,8 @@
 Usage: test_run_report.py <meson build dir> <source dir>
 """
 import csv
-import importlib.util
+import datetime
+import importlib
 import os
 import re
 import subprocess
@@ -30,12 +31,14 @@ import tempfile
 import types
 
 
-def load_report_module(source_dir):
-    path = os.path.join(source_dir, "benchmarks", "report", "run_report.py")
-    spec = importlib.util.spec_from_file_location("run_report", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module, path
+def load_report_package(source_dir):
+    """-> (the report's package, benchmarks/report/accl_report, with its modules loaded; the script's path)."""
+    report_dir = os.path.join(source_dir, "benchmarks", "report")
+    sys.path.insert(0, report_dir)
+    package = importlib.import_module("accl_report")
+    for job in ("callgrind", "parse", "runner", "targets", "write"):
+        importlib.import_module("accl_report." + job)
+    return package, os.path.join(report_dir, "run_report.py")
 
 
 def check(cond, what):
@@ -46,7 +49,7 @@ def check(cond, what):
 
 
 def summary_with_zero_best(rr, tmp):
-    rec = rr.Recorder()
+    rec = rr.parse.Recorder()
     rec.kind["bibw"] = "bw"
     rec.runs[("bibw", 2, "native")] = [1, 1]
     rec.runs[("bibw", 2, "accl")] = [1, 1]
@@ -59,7 +62,7 @@ def summary_with_zero_best(rr, tmp):
         target_repeats=2)
     md = os.path.join(tmp, "zero.md")
     try:
-        rr.write_markdown(args, rec, {}, {}, {}, {}, rr.datetime.datetime.now(), md)
+        rr.write.write_markdown(args, rec, {}, {}, {}, {}, datetime.datetime.now(), md)
     except (TypeError, ValueError, AttributeError) as e:
         check(False, "write_markdown with a 0.00 best value: %r" % e)
     text = open(md).read()
@@ -72,12 +75,12 @@ def summary_with_zero_best(rr, tmp):
 
 def default_sizes(rr):
     args = types.SimpleNamespace(max_size=None)
-    check(rr.max_size_for(args, "bw") == 4 << 20, "bw reaches 4 MiB by default")
-    check(rr.max_size_for(args, "allreduce") == 16 << 20, "allreduce reaches 16 MiB by default")
+    check(rr.runner.max_size_for(args, "bw") == 4 << 20, "bw reaches 4 MiB by default")
+    check(rr.runner.max_size_for(args, "allreduce") == 16 << 20, "allreduce reaches 16 MiB by default")
     for bench in ("bcast", "reduce", "allgather", "reduce_scatter", "alltoall"):
-        check(rr.max_size_for(args, bench) >= 1 << 20, "%s reaches 1 MiB by default" % bench)
+        check(rr.runner.max_size_for(args, bench) >= 1 << 20, "%s reaches 1 MiB by default" % bench)
     args.max_size = 4096
-    check(rr.max_size_for(args, "allreduce") == 4096, "--max-size overrides")
+    check(rr.runner.max_size_for(args, "allreduce") == 4096, "--max-size overrides")
 
 
 def target_ranges(rr):
@@ -85,20 +88,20 @@ def target_ranges(rr):
                                  extra={}, type_overrides={})
     every = ("latency", "bw", "bibw", "allreduce", "bcast", "reduce", "allgather", "reduce_scatter", "alltoall",
              "barrier")
-    ranges = rr.target_ranges(args, every)
+    ranges = rr.targets.target_ranges(args, every)
     check(ranges == {"latency": (8, 8), "bw": (4 << 20, 4 << 20), "allreduce": (1 << 20, 16 << 20),
                      "bcast": (1 << 20, 1 << 20), "reduce": (1 << 20, 1 << 20), "allgather": (1 << 20, 1 << 20),
                      "reduce_scatter": (1 << 20, 1 << 20), "alltoall": (1 << 20, 1 << 20)},
           "every target size, one narrowed range per benchmark: %s" % ranges)
-    check(rr.osu_args(args, "allreduce", ranges["allreduce"])[:2] == ["-m", "%d:%d" % (1 << 20, 16 << 20)],
+    check(rr.runner.osu_args(args, "allreduce", ranges["allreduce"])[:2] == ["-m", "%d:%d" % (1 << 20, 16 << 20)],
           "a target run asks for the target sizes only")
     args.max_size = 64
-    check(rr.target_ranges(args, every) == {"latency": (8, 8)}, "sizes outside --max-size are not run")
-    check(rr.target_ranges(args, ("bw", "barrier")) == {}, "only the benchmarks of this report")
+    check(rr.targets.target_ranges(args, every) == {"latency": (8, 8)}, "sizes outside --max-size are not run")
+    check(rr.targets.target_ranges(args, ("bw", "barrier")) == {}, "only the benchmarks of this report")
 
 
 def target_verdicts(rr):
-    rec = rr.Recorder()
+    rec = rr.parse.Recorder()
     rec.kind.update({"latency": "lat", "bw": "bw", "allreduce": "lat"})
     rec.best[("latency", 2, "native")] = {8: 0.5}
     rec.best[("latency", 2, "accl")] = {8: 0.9}    # 1.8x native time: met
@@ -114,7 +117,7 @@ def target_verdicts(rr):
     rec.rss[("bw", 2, "accl")] = [2000]
     cg = {"latency": {"interposed": {"incl": 1300, "inner": 1000, "calls": 10, "wrapped": True}},
           "allreduce": {"interposed": {"error": "no run"}}}
-    rows = {(r[0], r[1]): r for r in rr.speed_targets(rec, cg)}
+    rows = {(r[0], r[1]): r for r in rr.targets.speed_targets(rec, cg)}
     verdict = lambda label, np_: rows[(label, np_)][4]
     check(verdict("8 B point-to-point latency", 2) == "MET", "1.8x native latency meets <= 2x")
     check(verdict("8 B point-to-point latency", 4) == "MISSED", "3x native latency misses")
@@ -129,16 +132,16 @@ def target_verdicts(rr):
     check(len(mem) == 1 and mem[0][4] == "MISSED" and "bcast" in mem[0][2], "worst RSS excess is judged: %s" % mem)
     alloc = [r for r in rows.values() if r[0].startswith("allocations per call")]
     check(len(alloc) == 2 and all(r[4] == "not measured" for r in alloc), "no allocation count: not measured")
-    rows = {(r[0], r[1]): r for r in rr.speed_targets(rec, cg, {2: (3, 200), 4: (40, 200)})}
+    rows = {(r[0], r[1]): r for r in rr.targets.speed_targets(rec, cg, {2: (3, 200), 4: (40, 200)})}
     alloc = {r[1]: r[4] for r in rows.values() if r[0].startswith("allocations per call")}
     check(alloc == {2: "MET", 4: "MISSED"}, "3 in 200 rounds meet < 1 per 10 rounds, 40 miss: %s" % alloc)
-    rows = {(r[0], r[1]): r for r in rr.speed_targets(rec, cg, {2: {"error": "rc 1"}})}
+    rows = {(r[0], r[1]): r for r in rr.targets.speed_targets(rec, cg, {2: {"error": "rc 1"}})}
     alloc = {r[1]: r[4] for r in rows.values() if r[0].startswith("allocations per call")}
     check(alloc == {2: "not measured", 4: "not measured"}, "a failed count is not measured: %s" % alloc)
-    check(rr.parse_allocations("rank 1: 7 allocations in 200 rounds of offloaded calls\n"
+    check(rr.parse.parse_allocations("rank 1: 7 allocations in 200 rounds of offloaded calls\n"
                                "rank 0: 2 allocations in 200 rounds of offloaded calls\n") == (7, 200),
           "the worst rank's count is parsed")
-    check(rr.parse_allocations("nothing here") is None, "no count lines: None")
+    check(rr.parse.parse_allocations("nothing here") is None, "no count lines: None")
 
 
 def real_run(report, build, tmp):
@@ -183,13 +186,13 @@ def ladder_parsing(rr):
            "     bytes   iters   median(us)      min(us)     mean(us)\n"
            "         8   20000        1.488        1.213        1.622\n"
            "      4096       -       FAILED\n")
-    check(rr.parse_rung_mean(out, 8) == 1.622, "latency by layer: the mean column of the 8 B row")
-    check(rr.parse_rung_mean(out, 4096) is None, "latency by layer: a FAILED row has no value")
-    check(rr.parse_rung_mean(out, 1024) is None, "latency by layer: a size not in the output has no value")
+    check(rr.parse.parse_rung_mean(out, 8) == 1.622, "latency by layer: the mean column of the 8 B row")
+    check(rr.parse.parse_rung_mean(out, 4096) is None, "latency by layer: a FAILED row has no value")
+    check(rr.parse.parse_rung_mean(out, 1024) is None, "latency by layer: a size not in the output has no value")
     L = []
     ladder = {"iters": 10, "runs": 1, "best": {"native": 0.5, "transport": 0.6, "mpi": 2.0},
               "errors": {"driver": "exit 1: boom"}}
-    rr.md_latency_ladder(L, ladder)
+    rr.write.md_latency_ladder(L, ladder)
     rows = [line for line in "\n".join(L).splitlines() if line.startswith("| ")]
     check(any("exit 1: boom" in r for r in rows) and rows[-1].rstrip().endswith("|  |"),
           "latency by layer: a failed rung shows its error and the next one claims no delta over it: %s" % rows)
@@ -263,7 +266,7 @@ def hop_profile(rr, tmp):
     path = os.path.join(tmp, "cg.hop-send.1")
     with open(path, "w") as f:
         f.write(HOP_CALLGRIND)
-    prof = rr.hop_profile_of([path, path], "MPI_Send", rr.SEND_LAYERS)
+    prof = rr.callgrind.hop_profile_of([path, path], "MPI_Send", rr.callgrind.SEND_LAYERS)
     check(prof["calls"] == 20 and prof["incl"] == 10000,
           "hop profile: MPI_Send alone, over both rank files (MPI_Sendrecv not counted): %s" % prof)
     check(prof["parts"]["accl::ACCL::send("] == [20, 8000], "hop profile: the driver entry without its recursion")
@@ -278,7 +281,7 @@ def hop_profile(rr, tmp):
             "parts": {"accl::ACCL::recv(": [10, 3000], "accl::pmpi::progress_locked(": [40, 1600],
                       "accl::pmpi::native_progress(": [0, 0]}}
     L = []
-    rr.md_hop_profile(L, {"iters": 10, "send": prof, "recv": recv})
+    rr.write.md_hop_profile(L, {"iters": 10, "send": prof, "recv": recv})
     text = "\n".join(L)
     rows = {r.split("|")[2].strip(): [c.strip() for c in r.split("|")[3:-1]]
             for r in text.splitlines() if r.startswith("| ") and "`" in r}
@@ -294,7 +297,7 @@ def hop_profile(rr, tmp):
     check("2.4 mutex lock calls, 3.0 clock reads" in text and "3.0 mutex lock calls, 0.0 clock reads" in text,
           "hop profile: counters per call on both sides")
     L = []
-    rr.md_hop_profile(L, {"iters": 10, "send": {"error": "exit 1, 1 profile files of 2: boom"}, "recv": {}})
+    rr.write.md_hop_profile(L, {"iters": 10, "send": {"error": "exit 1, 1 profile files of 2: boom"}, "recv": {}})
     text = "\n".join(L)
     check("_send: exit 1, 1 profile files of 2: boom_" in text and "_receive: no MPI_Recv calls seen_" in text,
           "hop profile: a failed send run and an empty receive run are said so")
@@ -302,7 +305,7 @@ def hop_profile(rr, tmp):
 
 def main():
     build, source = sys.argv[1], sys.argv[2]
-    rr, report = load_report_module(source)
+    rr, report = load_report_package(source)
     with tempfile.TemporaryDirectory() as tmp:
         summary_with_zero_best(rr, tmp)
         default_sizes(rr)
