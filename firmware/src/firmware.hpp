@@ -3,7 +3,9 @@
 // Internal interfaces between the parts of the control program:
 //   control_program.cpp  main loop, config calls, call decode and validation
 //   arrivals.cpp         arrival table, sequence checks, matching, link errors
-//   peer_ops.cpp         resumable send / receive / local-move primitives
+//   peer_ops.cpp         resumable send / receive / local-move primitives (peer_send.cpp,
+//                        peer_recv.cpp: the two sides; peer_wire.hpp: what they share)
+//   collective_mismatch.cpp  ranks that called a collective with different arguments
 //   p2p.cpp              copy, combine, send, recv
 //   collectives/         round engine, algorithm selection, one file per algorithm
 #pragma once
@@ -130,7 +132,7 @@ inline void forget_link_failure(Fw& fw, uint32_t ip, uint32_t port) {
 }
 
 // ---------------------------------------------------------------------------
-// peer_ops.cpp
+// peer_ops.cpp, peer_send.cpp, peer_recv.cpp, collective_mismatch.cpp
 // ---------------------------------------------------------------------------
 // The Buf helpers are inline: every op and move builds a few Bufs.
 inline Buf no_buf() {

@@ -2,7 +2,7 @@
 """Constants of the ACCL API (seed 003 "Constants").
 
 The values are the CCLO's: they travel in call words and RETCODE bits, so
-they must match core/include/accl/abi.hpp.
+they must match abi/include/accl/abi.hpp.
 """
 
 from enum import IntEnum
@@ -77,7 +77,7 @@ class ErrorCode(IntEnum):
     # Public ACCL's current names of bits 16 and 17 (what our firmware means).
     EAGER_THRESHOLD_INVALID = 1 << 16
     RENDEZVOUS_THRESHOLD_INVALID = 1 << 17
-    # Extensions (core/include/accl/abi.hpp).
+    # Extensions (abi/include/accl/abi.hpp).
     INVALID_ARGUMENT = 1 << 27
     NOT_CONFIGURED = 1 << 28
     LINK_ERROR = 1 << 29

@@ -79,7 +79,7 @@ for k in tcp udp shm; do
   [ -f "$src/emu/src/transport_$k.cpp" ] && emu_defs="$emu_defs -DACCL_EMU_HAVE_$(echo $k | tr a-z A-Z)=1"
 done
 common="-std=c++20 -gline-tables-only -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined"
-common="$common -I$src/core/include -I$src/emu/include -I$src/emu/src -I$src/firmware/include $spdlog_flags"
+common="$common -I$src/abi/include -I$src/core/include -I$src/emu/include -I$src/emu/src -I$src/firmware/include $spdlog_flags"
 ninja_file="$build/build.ninja"
 # Sources to build with g++ and leave uninstrumented (space-separated paths
 # relative to the source root), for a file clang cannot compile. Empty: every
@@ -95,7 +95,7 @@ gxx_only=${ACCL_FUZZ_GXX_ONLY:-}
   echo "  deps = gcc"
   echo "  description = CXX \$in"
   echo "rule gxx"
-  echo "  command = g++ -std=c++20 -O2 -fPIC \$flags -I$src/core/include -I$src/emu/include -I$src/emu/src $spdlog_flags -MD -MF \$out.d -c \$in -o \$out"
+  echo "  command = g++ -std=c++20 -O2 -fPIC \$flags -I$src/abi/include -I$src/core/include -I$src/emu/include -I$src/emu/src $spdlog_flags -MD -MF \$out.d -c \$in -o \$out"
   echo "  depfile = \$out.d"
   echo "  deps = gcc"
   echo "  description = G++ \$in (not instrumented)"

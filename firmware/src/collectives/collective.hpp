@@ -18,6 +18,7 @@
 #pragma once
 
 #include "../firmware.hpp"
+#include "tuning.hpp"
 
 namespace accl::fw::impl {
 
@@ -75,6 +76,9 @@ struct SelectionInput {
   bool in_place;  // source and result overlap (MPI_IN_PLACE)
 };
 
+// The first rule of `table` that holds for the call and whose algorithm
+// fits it; kAlgoNone if there is none. The second form uses the defaults.
+uint32_t select_algorithm(const TuningTable& table, const SelectionInput& in, const CollArgs& args);
 uint32_t select_algorithm(const SelectionInput& in, const CollArgs& args);
 const char* algorithm_name(uint32_t algorithm);
 // True if the algorithm uses spare buffers 1 and 2 itself (then kernel-stream
