@@ -12,10 +12,8 @@
 #include <cstring>
 #include <limits>
 
-namespace accl {
-using testing::FakeDevice;
-using testing::message_of;
-using testing::Rig;
+// Beside the rig (rig.hpp), whose names then need no qualification.
+namespace accl::testing {
 
 namespace {
 
@@ -221,4 +219,4 @@ TEST(ExchangeAllocator, FirstFitWithMerging) {
 }
 
 }  // namespace
-}  // namespace accl
+}  // namespace accl::testing

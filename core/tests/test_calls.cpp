@@ -10,11 +10,8 @@
 
 #include <thread>
 
-namespace accl {
-using testing::FakeDevice;
-using testing::make_ranks;
-using testing::message_of;
-using testing::Rig;
+// Beside the rig (rig.hpp), whose names then need no qualification.
+namespace accl::testing {
 
 namespace {
 
@@ -465,4 +462,4 @@ TEST_F(Calls, ConcurrentCallsFromTwoThreads) {
 }
 
 }  // namespace
-}  // namespace accl
+}  // namespace accl::testing

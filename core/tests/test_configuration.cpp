@@ -10,11 +10,8 @@
 
 #include <algorithm>
 
-namespace accl {
-using testing::FakeDevice;
-using testing::make_ranks;
-using testing::message_of;
-using testing::Rig;
+// Beside the rig (rig.hpp), whose names then need no qualification.
+namespace accl::testing {
 
 namespace {
 
@@ -354,4 +351,4 @@ TEST(DeviceFacts, CapabilityWordWithoutValidBitMeansPublicHardware) {
 }
 
 }  // namespace
-}  // namespace accl
+}  // namespace accl::testing

@@ -21,18 +21,9 @@ const ArithSlots kSlots = {
 };
 
 Operand mem(DataType t, uint64_t address, bool host = false) {
-  Operand op;
-  op.type = t;
-  op.address = address;
-  op.host_only = host;
-  return op;
+  return Operand{.type = t, .address = address, .host_only = host};
 }
-Operand stream(DataType t) {
-  Operand op;
-  op.type = t;
-  op.stream = true;
-  return op;
-}
+Operand stream(DataType t) { return Operand{.type = t, .stream = true}; }
 
 TEST(Encoding, WordsLandWhereTheAbiSays) {
   CallSpec spec;

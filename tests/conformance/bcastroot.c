@@ -30,11 +30,7 @@ static int bcast_checked(MPI_Comm comm, int rank, int root, int count, uint64_t 
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &cf_world_rank);
-  cf_common_args(argc, argv);
-  int size, rank = cf_world_rank;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int size = cf_init(&argc, &argv), rank = cf_world_rank;
   uint64_t seed = cf_seed_arg(argc, argv, 1);
   int per_root = (int)cf_int_arg(argc, argv, "per_root", 2048);
   if (rank == 0) printf("bcastroot: seed=%llu per_root=%d np=%d\n", (unsigned long long)seed, per_root, size);
@@ -92,7 +88,5 @@ int main(int argc, char** argv) {
   free(nb);
   CF_RC(MPI_Comm_free(&dup));
   free(buf);
-  int rc = cf_finish();
-  MPI_Finalize();
-  return rc;
+  return cf_finish_and_finalize();
 }

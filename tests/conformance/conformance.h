@@ -175,6 +175,13 @@ static inline int cf_finish(void) {
   return total == 0 ? 0 : 1;
 }
 
+/* MPI_Finalize after the verdict of cf_finish; returns the exit code. */
+static inline int cf_finish_and_finalize(void) {
+  int rc = cf_finish();
+  MPI_Finalize();
+  return rc;
+}
+
 /* Seed: argument "seed=N" or 1. */
 static inline uint64_t cf_seed_arg(int argc, char** argv, uint64_t fallback) {
   for (int i = 1; i < argc; i++)
@@ -186,6 +193,17 @@ static inline uint64_t cf_seed_arg(int argc, char** argv, uint64_t fallback) {
 static inline void cf_common_args(int argc, char** argv) {
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "mpi_error=0") == 0) cf_check_mpi_error = 0;
+}
+
+/* The start of every program: MPI_Init, cf_world_rank, the common
+ * arguments. Returns the size of MPI_COMM_WORLD. */
+static inline int cf_init(int* argc, char*** argv) {
+  MPI_Init(argc, argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &cf_world_rank);
+  cf_common_args(*argc, *argv);
+  int size;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
 }
 
 /* Integer argument "name=N" or fallback. */

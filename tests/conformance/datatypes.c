@@ -320,11 +320,7 @@ static void coll_case(int rank, int size, const dtype* d, int k, int which, int 
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &cf_world_rank);
-  cf_common_args(argc, argv);
-  int size;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int size = cf_init(&argc, &argv);
   uint64_t seed = cf_seed_arg(argc, argv, 1);
   int rounds = (int)cf_int_arg(argc, argv, "rounds", 3), short_receives = (int)cf_int_arg(argc, argv, "short", 1);
   const char* paths = "pcf";
@@ -359,7 +355,5 @@ int main(int argc, char** argv) {
     }
   }
   for (int t = 0; t < N_TYPES; t++) MPI_Type_free(&types[t].type);
-  int rc = cf_finish();
-  MPI_Finalize();
-  return rc;
+  return cf_finish_and_finalize();
 }

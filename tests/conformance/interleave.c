@@ -57,11 +57,7 @@ static void op_manage(comm_pool* p, cf_ctx* c) {
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &cf_world_rank);
-  int world_size;
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  cf_common_args(argc, argv);
+  const int world_size = cf_init(&argc, &argv);
   uint64_t seed = cf_seed_arg(argc, argv, 1);
   int steps = (int)cf_int_arg(argc, argv, "steps", 300), run = (int)cf_int_arg(argc, argv, "run", 300);
   int final = (int)cf_int_arg(argc, argv, "final", 1), trace = (int)cf_int_arg(argc, argv, "trace", 0);

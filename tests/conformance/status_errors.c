@@ -109,11 +109,7 @@ static void receive_case(int which, int peer, int round) {
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &cf_world_rank);
-  cf_common_args(argc, argv);
-  int size, rank = cf_world_rank;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int size = cf_init(&argc, &argv), rank = cf_world_rank;
   int rounds = (int)cf_int_arg(argc, argv, "rounds", 3);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   int peer = rank ^ 1, paired = peer < size;
@@ -134,7 +130,5 @@ int main(int argc, char** argv) {
       CF_CHECK(sum == size, "allreduce after an error gave %d", sum);
     }
   }
-  int rc = cf_finish();
-  MPI_Finalize();
-  return rc;
+  return cf_finish_and_finalize();
 }

@@ -201,11 +201,7 @@ static void late_truncation(MPI_Comm comm, int rank, int size, int receiver) {
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &cf_world_rank);
-  cf_common_args(argc, argv);
-  int size, rank = cf_world_rank;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int size = cf_init(&argc, &argv), rank = cf_world_rank;
   int per_sender = (int)cf_int_arg(argc, argv, "per_sender", 2400 / (size > 1 ? size - 1 : 1));
   truncation_guard = (int)cf_int_arg(argc, argv, "truncation_guard", 0);
   if (rank == 0) printf("unexpected: per_sender=%d np=%d\n", per_sender, size);
@@ -220,7 +216,5 @@ int main(int argc, char** argv) {
   late_truncation(comm, rank, size, (size - 1) % size);
   MPI_Type_free(&every_other);
   MPI_Comm_free(&comm);
-  int rc = cf_finish();
-  MPI_Finalize();
-  return rc;
+  return cf_finish_and_finalize();
 }

@@ -140,6 +140,27 @@ inline abi::WireHeader header(uint32_t count, uint32_t tag = 5, uint8_t type = a
   return h;
 }
 
+// Rendezvous data of `bytes` for transfer `rid`, to be written at `vaddr`.
+inline abi::WireHeader rendezvous_data_header(uint32_t bytes, uint32_t rid, uint64_t vaddr) {
+  abi::WireHeader h = header(bytes, 0, abi::kMsgRendezvousData);
+  h.rid = rid;
+  h.vaddr = vaddr;
+  return h;
+}
+
+// The window that rendezvous data with header `h` from `from` fits exactly.
+inline fw::Window window_for(const abi::WireHeader& h, const NetAddress& from) {
+  fw::Window w;
+  w.peer_ip = from.ip;
+  w.peer_port = from.port;
+  w.ctx = h.ctx;
+  w.rid = h.rid;
+  w.addr = h.vaddr;
+  w.host = h.host != 0;
+  w.bytes = h.count;
+  return w;
+}
+
 template <typename T>
 std::vector<T> read_back(EmuDevice& d, uint64_t addr, size_t n) {
   std::vector<T> v(n);

@@ -96,16 +96,8 @@ TEST(EmuInproc, ClosedWindowStopsAProducingSender) {
   constexpr size_t kPiece = WriteLease::kMaxPieceBytes;
   constexpr uint32_t kBytes = 4 * kPiece;
   auto buf = d->allocate(kBytes, MemoryKind::device, 0);
-  auto h = header(kBytes, 0, abi::kMsgRendezvousData);
-  h.rid = 9;
-  h.vaddr = buf.address;
-  fw::Window w;
-  w.peer_ip = a->local_address().ip;
-  w.peer_port = a->local_address().port;
-  w.ctx = h.ctx;
-  w.rid = h.rid;
-  w.addr = buf.address;
-  w.bytes = kBytes;
+  auto h = rendezvous_data_header(kBytes, 9, buf.address);
+  fw::Window w = window_for(h, a->local_address());
   ASSERT_EQ(dp.open_window(w), 0u);
 
   // The receive fails while the sender produces its second piece (the
@@ -202,21 +194,28 @@ TEST(EmuInproc, StopWaitsForSendersInsideTheSink) {
   sender.join();
 }
 
+// `to` gets two RX buffers of 1 KiB, then `from` sends it `bytes`: what
+// arrived at `to`.
+fw::Arrival send_into_rx(EmuDevice& from, EmuDevice& to, uint32_t bytes) {
+  setup_rx(to, 2, 1024);
+  FillWriter w;
+  EXPECT_EQ(from.links().send(to.address(), header(bytes), w, Clock::now() + 1s), 0u);
+  fw::Arrival arr;
+  EXPECT_TRUE(to.dataplane().pop_arrival(arr)) << "nothing arrived";
+  return arr;
+}
+
 TEST(EmuInproc, DevicesFindEachOtherAutomatically) {
   auto a = make_device(TransportKind::automatic);
   auto b = make_device(TransportKind::automatic);
   EXPECT_NE(a->address().port, 0);
   EXPECT_EQ(a->endpoint().ip, "127.0.0.1");
   EXPECT_EQ(endpoint(*a).port, a->address().port);
-  setup_rx(*b, 2, 1024);
-  FillWriter w;
-  EXPECT_EQ(a->links().send(b->address(), header(100), w, Clock::now() + 1s), 0u);
-  fw::Arrival arr;
-  ASSERT_TRUE(b->dataplane().pop_arrival(arr));
-  EXPECT_EQ(arr.peer_port, a->address().port);
+  EXPECT_EQ(send_into_rx(*a, *b, 100).peer_port, a->address().port);
   EXPECT_EQ(a->links().cached(), 1u);
   // Unreachable peer: a link error, nothing cached.
   auto c = make_device(TransportKind::inproc);
+  FillWriter w;
   EXPECT_EQ(c->links().send(NetAddress{parse_ipv4("127.0.0.1"), 9}, header(0), w, Clock::now() + 1s),
             static_cast<uint32_t>(abi::kLinkError));
   EXPECT_EQ(c->links().cached(), 0u);
@@ -224,11 +223,7 @@ TEST(EmuInproc, DevicesFindEachOtherAutomatically) {
 
 TEST(EmuInproc, SelfSendUsesOwnSink) {
   auto a = make_device(TransportKind::inproc);
-  setup_rx(*a, 2, 1024);
-  FillWriter w;
-  EXPECT_EQ(a->links().send(a->address(), header(64), w, Clock::now() + 1s), 0u);
-  fw::Arrival arr;
-  ASSERT_TRUE(a->dataplane().pop_arrival(arr));
+  const fw::Arrival arr = send_into_rx(*a, *a, 64);
   EXPECT_EQ(arr.peer_port, a->address().port);
   EXPECT_EQ(arr.rx_index, 0u);
 }

@@ -222,21 +222,21 @@ TEST(EmuKernelStream, PushAppliesBoundedBackPressure) {
   EXPECT_EQ(ks.push(2, std::vector<std::byte>(100), t0 + 30ms), KernelStream::PushStatus::full);
   EXPECT_GE(steady_clock::now() - t0, 30ms);
   EXPECT_EQ(ks.available(), 1000u);
+  // The kernel side: pulls `bytes` after `delay`.
+  auto pull_after = [&ks](milliseconds delay, size_t bytes) {
+    return std::thread([&ks, delay, bytes] {
+      std::this_thread::sleep_for(delay);
+      std::vector<std::byte> out(bytes);
+      EXPECT_TRUE(ks.pull(out.data(), bytes, steady_clock::now() + 1s));
+    });
+  };
   // A pull makes room for a waiting pusher.
-  std::thread kernel([&] {
-    std::this_thread::sleep_for(50ms);
-    std::vector<std::byte> out(500);
-    EXPECT_TRUE(ks.pull(out.data(), 500, steady_clock::now() + 1s));
-  });
+  std::thread kernel = pull_after(50ms, 500);
   EXPECT_EQ(ks.push(3, std::vector<std::byte>(400), steady_clock::now() + 10s), KernelStream::PushStatus::ok);
   kernel.join();
   EXPECT_EQ(ks.available(), 900u);
   // A chunk larger than the capacity waits for an empty queue.
-  std::thread drain([&] {
-    std::this_thread::sleep_for(20ms);
-    std::vector<std::byte> out(900);
-    EXPECT_TRUE(ks.pull(out.data(), 900, steady_clock::now() + 1s));
-  });
+  std::thread drain = pull_after(20ms, 900);
   EXPECT_EQ(ks.push(4, std::vector<std::byte>(4096), steady_clock::now() + 10s), KernelStream::PushStatus::ok);
   drain.join();
   EXPECT_EQ(ks.available(), 4096u);

@@ -32,19 +32,6 @@ class PatternWriter final : public PayloadWriter {
 
 const NetAddress kPeer{0x7F000001, 4000};
 
-// The window that rendezvous data with header `h` from kPeer fits exactly.
-fw::Window window_for(const abi::WireHeader& h) {
-  fw::Window w;
-  w.peer_ip = kPeer.ip;
-  w.peer_port = kPeer.port;
-  w.ctx = h.ctx;
-  w.rid = h.rid;
-  w.addr = h.vaddr;
-  w.host = h.host != 0;
-  w.bytes = h.count;
-  return w;
-}
-
 // What a transport does: begin, write in 64-byte pieces, end.
 bool deliver(Sink& sink, const NetAddress& from, const abi::WireHeader& h, uint8_t seed = 1, uint32_t fail = 0) {
   PatternWriter w(seed);
@@ -60,6 +47,16 @@ bool pattern_ok(const std::byte* p, size_t n, uint8_t seed) {
   for (size_t i = 0; i < n; ++i)
     if (p[i] != static_cast<std::byte>(seed + i)) return false;
   return true;
+}
+
+// The next arrival ends a rendezvous transfer with `status`.
+::testing::AssertionResult rendezvous_done(EmuDataPlane& dp, uint32_t status) {
+  fw::Arrival a;
+  if (!dp.pop_arrival(a)) return ::testing::AssertionFailure() << "no arrival";
+  if (a.kind != fw::ArrivalKind::rendezvous_done)
+    return ::testing::AssertionFailure() << "arrival kind " << static_cast<int>(a.kind);
+  if (a.status != status) return ::testing::AssertionFailure() << "status " << a.status << ", want " << status;
+  return ::testing::AssertionSuccess();
 }
 
 const std::byte* payload(EmuDevice& d, const fw::Arrival& a) {
@@ -246,9 +243,7 @@ TEST(EmuSink, RendezvousNeedsAnExactlyMatchingWindow) {
   auto d = make_device();
   auto& dp = d->dataplane();
   auto buf = d->allocate(4096, MemoryKind::device, 0);
-  auto h = header(4096, 0, abi::kMsgRendezvousData);
-  h.rid = 5;
-  h.vaddr = buf.address;
+  auto h = rendezvous_data_header(4096, 5, buf.address);
   // No window at all.
   EXPECT_FALSE(deliver(d->sink(), kPeer, h));
   fw::Arrival a;
@@ -256,12 +251,7 @@ TEST(EmuSink, RendezvousNeedsAnExactlyMatchingWindow) {
   EXPECT_EQ(a.kind, fw::ArrivalKind::rendezvous_done);
   EXPECT_EQ(a.status, static_cast<uint32_t>(abi::kDmaDecodeError));
 
-  fw::Window w;
-  w.peer_ip = kPeer.ip;
-  w.peer_port = kPeer.port;
-  w.ctx = h.ctx;
-  w.rid = 5;
-  w.addr = buf.address;
+  fw::Window w = window_for(h, kPeer);
   w.bytes = 2048;  // smaller than the data
   EXPECT_EQ(dp.open_window(w), 0u);
   EXPECT_EQ(dp.open_window(w), static_cast<uint32_t>(abi::kInvalidArgument));  // already open
@@ -309,13 +299,11 @@ TEST(EmuSink, WindowsOfferedForDirectWritesAreFencedWhenTakenBack) {
   auto& dp = d->dataplane();
   auto& sink = d->sink();
   auto buf = d->allocate(8192, MemoryKind::device, 0);
-  auto data = header(4096, 0, abi::kMsgRendezvousData);
-  data.rid = 9;
-  data.vaddr = buf.address;
+  auto data = rendezvous_data_header(4096, 9, buf.address);
   auto grant = data;  // the receiver's grant for that transfer
   grant.msg_type = abi::kMsgRendezvousAddr;
   grant.count = 0;
-  const fw::Window w = window_for(data);
+  const fw::Window w = window_for(data, kPeer);
   size_t bytes = 0;
   ASSERT_EQ(dp.open_window(w), 0u);
   EXPECT_EQ(sink.direct_window(kPeer, grant, bytes), nullptr) << "no fence, no offer";
@@ -384,10 +372,8 @@ TEST(EmuSink, ClosingAWindowInFlightRevokesIt) {
   constexpr size_t kPiece = WriteLease::kMaxPieceBytes;
   constexpr uint32_t kBytes = 3 * kPiece;
   auto buf = d->allocate(kBytes, MemoryKind::device, 0);
-  auto h = header(kBytes, 0, abi::kMsgRendezvousData);
-  h.rid = 6;
-  h.vaddr = buf.address;
-  fw::Window w = window_for(h);
+  auto h = rendezvous_data_header(kBytes, 6, buf.address);
+  fw::Window w = window_for(h, kPeer);
   ASSERT_EQ(dp.open_window(w), 0u);
   ReceiveTicket t;
   std::byte* dst = d->sink().begin_message(kPeer, h, t);
@@ -415,10 +401,9 @@ TEST(EmuSink, ClosingAWindowInFlightRevokesIt) {
   d->sink().end_message(kPeer, h, t, 0);
   // Still reported, with an error, so that the firmware counts the message's
   // sequence number (nobody waits for the completion; it is dropped there).
+  ASSERT_TRUE(rendezvous_done(dp, abi::kDmaDecodeError))
+      << "a revoked transfer's sequence number must still reach the firmware";
   fw::Arrival a;
-  ASSERT_TRUE(dp.pop_arrival(a)) << "a revoked transfer's sequence number must still reach the firmware";
-  EXPECT_EQ(a.kind, fw::ArrivalKind::rendezvous_done);
-  EXPECT_EQ(a.status, abi::kDmaDecodeError);
   EXPECT_FALSE(dp.pop_arrival(a));
   auto back = read_back<uint8_t>(*d, buf.address, kBytes);
   EXPECT_EQ(std::count(back.begin(), back.begin() + 2 * kPiece, 1), static_cast<long>(2 * kPiece));
@@ -438,9 +423,7 @@ TEST(EmuSink, ClosingAWindowInFlightRevokesIt) {
   // A transfer that completes is not affected by the later close.
   ASSERT_EQ(dp.open_window(w), 0u);
   EXPECT_TRUE(deliver(d->sink(), kPeer, h, 9));
-  ASSERT_TRUE(dp.pop_arrival(a));
-  EXPECT_EQ(a.kind, fw::ArrivalKind::rendezvous_done);
-  EXPECT_EQ(a.status, 0u);
+  ASSERT_TRUE(rendezvous_done(dp, 0));
   dp.close_window(w);
   d->free(buf);
 }
@@ -470,10 +453,8 @@ TEST(EmuSink, WindowThatReducesOnLandingHoldsOperandPlusPayload) {
   auto open_reducing_window = [&](uint32_t id) {
     std::vector<int32_t> stale(kElems, -1);
     d->copy_to_device(result_buf.address, stale.data(), kBytes);
-    auto h = header(kBytes, 0, abi::kMsgRendezvousData);
-    h.rid = id;
-    h.vaddr = result_buf.address;
-    fw::Window w = window_for(h);
+    auto h = rendezvous_data_header(kBytes, id, result_buf.address);
+    fw::Window w = window_for(h, kPeer);
     w.reduce = true;
     w.arcfg = kArithI32;
     w.func = 0;  // SUM
@@ -512,10 +493,7 @@ TEST(EmuSink, WindowThatReducesOnLandingHoldsOperandPlusPayload) {
         break;
     }
     d->sink().end_message(kPeer, h, t, 0);
-    fw::Arrival a;
-    ASSERT_TRUE(dp.pop_arrival(a));
-    EXPECT_EQ(a.kind, fw::ArrivalKind::rendezvous_done);
-    EXPECT_EQ(a.status, 0u);
+    ASSERT_TRUE(rendezvous_done(dp, 0));
     auto back = read_back<int32_t>(*d, result_buf.address, kElems);
     for (uint32_t i = 0; i < kElems; ++i) ASSERT_EQ(back[i], operand[i] + incoming[i]) << "element " << i;
   }
@@ -530,10 +508,9 @@ TEST(EmuSink, WindowThatReducesOnLandingHoldsOperandPlusPayload) {
   dp.close_window(w);
   EXPECT_FALSE(store_payload(t, dst, 4002, src + 4002, kBytes - 4002));
   d->sink().end_message(kPeer, h, t, 0);
+  // Counted, with an error (see ClosingAWindowInFlightRevokesIt).
+  ASSERT_TRUE(rendezvous_done(dp, abi::kDmaDecodeError));
   fw::Arrival a;
-  ASSERT_TRUE(dp.pop_arrival(a));  // counted, with an error (see ClosingAWindowInFlightRevokesIt)
-  EXPECT_EQ(a.kind, fw::ArrivalKind::rendezvous_done);
-  EXPECT_EQ(a.status, abi::kDmaDecodeError);
   EXPECT_FALSE(dp.pop_arrival(a));
   auto back = read_back<int32_t>(*d, result_buf.address, kElems);
   for (uint32_t i = 0; i < 1000; ++i) ASSERT_EQ(back[i], operand[i] + incoming[i]) << "element " << i;
@@ -590,10 +567,8 @@ TEST(EmuSink, ClosingAReopenedWindowLeavesTheEarlierTransferAlone) {
   auto& dp = d->dataplane();
   constexpr uint32_t kBytes = 2327;
   auto buf = d->allocate(8192, MemoryKind::device, 0);
-  auto h = header(kBytes, 0, abi::kMsgRendezvousData);
-  h.rid = 0x80000001u;
-  h.vaddr = buf.address;
-  fw::Window w = window_for(h);
+  auto h = rendezvous_data_header(kBytes, 0x80000001u, buf.address);
+  fw::Window w = window_for(h, kPeer);
   ASSERT_EQ(dp.open_window(w), 0u);
   ReceiveTicket t;
   std::byte* dst = d->sink().begin_message(kPeer, h, t);
@@ -610,10 +585,7 @@ TEST(EmuSink, ClosingAReopenedWindowLeavesTheEarlierTransferAlone) {
   const std::vector<std::byte> ones(kBytes, std::byte{1});
   EXPECT_TRUE(store_payload(t, dst, 0, ones.data(), kBytes));
   d->sink().end_message(kPeer, h, t, 0);
-  fw::Arrival a;
-  ASSERT_TRUE(dp.pop_arrival(a));
-  EXPECT_EQ(a.kind, fw::ArrivalKind::rendezvous_done);
-  EXPECT_EQ(a.status, 0u);
+  ASSERT_TRUE(rendezvous_done(dp, 0));
   auto back = read_back<uint8_t>(*d, buf.address, kBytes);
   EXPECT_EQ(std::count(back.begin(), back.end(), 1), static_cast<long>(kBytes));
   d->free(buf);

@@ -46,25 +46,27 @@ TEST(EmuWakeup, RingHandledByADriversIdlePassLetsTheFirmwareSleep) {
   EXPECT_LT(wait_time(w, firmware_seen, 5s), 1s);
 }
 
-TEST(EmuWakeup, DriverWithoutAPassHandsOver) {
-  Wakeup w(0ns);
-  const uint64_t firmware_seen = w.epoch();
-  w.enter_driving();
-  const uint64_t entry = w.epoch();
-  w.ring();
-  // No pass ran (another thread held the firmware): nothing was handled.
-  w.leave_driving(entry, /*pending=*/false, /*idle_pass=*/false);
-  EXPECT_LT(wait_time(w, firmware_seen, 5s), 1s);
-}
-
-TEST(EmuWakeup, RingDuringTheIdlePassStillWakes) {
+// A driver enters (its pass would start from the epoch then), the doorbell
+// rings, the driver leaves with `idle_pass` (false: no pass ran at all): how
+// long the firmware thread, which looked before all that, then waits.
+Clock::duration firmware_wait_after_ring_while_driving(bool idle_pass) {
   Wakeup w(0ns);
   const uint64_t firmware_seen = w.epoch();
   w.enter_driving();
   const uint64_t pass_seen = w.epoch();
-  w.ring();  // arrives while the pass runs: the pass may have missed it
-  w.leave_driving(pass_seen, /*pending=*/false, /*idle_pass=*/true);
-  EXPECT_LT(wait_time(w, firmware_seen, 5s), 1s);
+  w.ring();
+  w.leave_driving(pass_seen, /*pending=*/false, idle_pass);
+  return wait_time(w, firmware_seen, 5s);
+}
+
+// No pass ran (another thread held the firmware): nothing was handled.
+TEST(EmuWakeup, DriverWithoutAPassHandsOver) {
+  EXPECT_LT(firmware_wait_after_ring_while_driving(/*idle_pass=*/false), 1s);
+}
+
+// The ring arrives while the pass runs: the pass may have missed it.
+TEST(EmuWakeup, RingDuringTheIdlePassStillWakes) {
+  EXPECT_LT(firmware_wait_after_ring_while_driving(/*idle_pass=*/true), 1s);
 }
 
 // The spin policy all waits share (accl/spin.hpp). A budget that collapsed

@@ -8,6 +8,15 @@
 namespace accl::fw::test {
 namespace {
 
+// Moves the oldest entry of `queue` to `out`; false when there is none.
+template <typename T>
+bool pop_oldest(std::deque<T>& queue, T& out) {
+  if (queue.empty()) return false;
+  out = queue.front();
+  queue.pop_front();
+  return true;
+}
+
 template <typename T>
 void apply(uint32_t kind, uint8_t* res, const uint8_t* a, const uint8_t* b, uint32_t count) {
   for (uint32_t i = 0; i < count; ++i) {
@@ -108,10 +117,7 @@ std::vector<uint8_t> FakeCclo::stream_contents() {
 
 bool FakeCclo::pop_call(Call& out) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (calls_.empty()) return false;
-  out = calls_.front();
-  calls_.pop_front();
-  return true;
+  return pop_oldest(calls_, out);
 }
 
 void FakeCclo::finish_call(uint64_t id, uint32_t retcode, uint64_t /*duration_ns*/) {
@@ -248,10 +254,7 @@ void FakeCclo::deliver(const abi::WireHeader& header, std::vector<uint8_t> paylo
 
 bool FakeCclo::pop_arrival(Arrival& out) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (arrivals_.empty()) return false;
-  out = arrivals_.front();
-  arrivals_.pop_front();
-  return true;
+  return pop_oldest(arrivals_, out);
 }
 
 bool FakeCclo::pop_arrival_for(uint32_t context_id, uint32_t src, Arrival& out) {

@@ -18,12 +18,6 @@ namespace accl::fw::test {
 
 namespace {
 
-void run_all(FakeFabric& f, const std::function<CallBuilder(uint32_t)>& build) {
-  std::vector<uint64_t> ids;
-  for (uint32_t r = 0; r < f.size(); ++r) ids.push_back(f[r].submit(build(r)));
-  for (uint32_t r = 0; r < f.size(); ++r) EXPECT_EQ(f[r].wait(ids[r]), std::optional<uint32_t>(0)) << "rank " << r;
-}
-
 // Windows each rank opened during `fn`.
 std::vector<size_t> windows_during(FakeFabric& f, const std::function<void()>& fn) {
   std::vector<size_t> before;
@@ -34,20 +28,7 @@ std::vector<size_t> windows_during(FakeFabric& f, const std::function<void()>& f
   return d;
 }
 
-class StepSavingCollectives : public testing::TestWithParam<Case> {
- protected:
-  void SetUp() override {
-    f_ = std::make_unique<FakeFabric>(GetParam().P);
-    f_->configure();
-  }
-  FakeFabric& f() { return *f_; }
-  uint32_t P() const { return GetParam().P; }
-  uint32_t n() const { return GetParam().count; }
-  void fill_sources(uint32_t elems) {
-    for (uint32_t r = 0; r < P(); ++r) f()[r].write(kSrc, rank_data(r, elems));
-  }
-  std::unique_ptr<FakeFabric> f_;
-};
+class StepSavingCollectives : public FabricPerCase {};
 
 TEST_P(StepSavingCollectives, AllreduceOutOfAndInPlace) {
   for (const uint64_t dst : {kDst, kSrc}) {

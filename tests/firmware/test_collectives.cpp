@@ -21,34 +21,25 @@ namespace accl::fw::test {
 
 namespace {
 
-class FirmwareCollectives : public testing::TestWithParam<Case> {
+class FirmwareCollectives : public FabricPerCase {
  protected:
-  void SetUp() override {
-    fabric_ = std::make_unique<FakeFabric>(GetParam().P);
-    fabric_->configure();
-  }
-  FakeFabric& f() { return *fabric_; }
-  uint32_t P() const { return GetParam().P; }
-  uint32_t n() const { return GetParam().count; }
-
-  // Runs the call built by `build(rank)` on every rank and expects success.
-  void run_all(const std::function<CallBuilder(uint32_t)>& build) {
-    std::vector<uint64_t> ids;
-    for (uint32_t r = 0; r < P(); ++r) ids.push_back(f()[r].submit(build(r)));
+  // Alltoall from kSrc into `dst` (kSrc: in place): block q of rank r's
+  // result must be block r of rank q's data.
+  void check_alltoall_into(uint64_t dst) {
+    fill_sources(n() * P());
+    run_all(f(), [&](uint32_t) { return std::move(CallBuilder(abi::kAlltoall).count(n()).addr(0, kSrc).addr(2, dst)); });
     for (uint32_t r = 0; r < P(); ++r) {
-      EXPECT_EQ(f()[r].wait(ids[r]), std::optional<uint32_t>(0)) << "rank " << r;
+      const auto got = f()[r].read<int32_t>(dst, n() * P());
+      for (uint32_t q = 0; q < P(); ++q) {
+        for (uint32_t i = 0; i < n(); ++i) ASSERT_EQ(got[q * n() + i], value(q, r * n() + i)) << r << " " << q << " " << i;
+      }
     }
   }
-  void fill_sources(uint32_t elems) {
-    for (uint32_t r = 0; r < P(); ++r) f()[r].write(kSrc, rank_data(r, elems));
-  }
-
-  std::unique_ptr<FakeFabric> fabric_;
 };
 
 TEST_P(FirmwareCollectives, Allreduce) {
   fill_sources(n());
-  run_all([&](uint32_t) {
+  run_all(f(), [&](uint32_t) {
     return std::move(CallBuilder(abi::kAllreduce).count(n()).function(abi::kSum).addr(0, kSrc).addr(2, kDst));
   });
   for (uint32_t r = 0; r < P(); ++r) {
@@ -59,7 +50,7 @@ TEST_P(FirmwareCollectives, Allreduce) {
 
 TEST_P(FirmwareCollectives, AllreduceInPlaceMax) {
   fill_sources(n());
-  run_all([&](uint32_t) {
+  run_all(f(), [&](uint32_t) {
     return std::move(CallBuilder(abi::kAllreduce).count(n()).function(abi::kMax).addr(0, kSrc).addr(2, kSrc));
   });
   for (uint32_t r = 0; r < P(); ++r) EXPECT_EQ(f()[r].read<int32_t>(kSrc, n()), rank_data(P() - 1, n())) << r;
@@ -68,7 +59,7 @@ TEST_P(FirmwareCollectives, AllreduceInPlaceMax) {
 TEST_P(FirmwareCollectives, BcastFromEveryRoot) {
   for (uint32_t root = 0; root < P(); ++root) {
     for (uint32_t r = 0; r < P(); ++r) f()[r].write(kSrc, rank_data(r == root ? 7 : 0, n()));
-    run_all([&](uint32_t) { return std::move(CallBuilder(abi::kBcast).count(n()).rank(root).addr(0, kSrc).addr(2, kSrc)); });
+    run_all(f(), [&](uint32_t) { return std::move(CallBuilder(abi::kBcast).count(n()).rank(root).addr(0, kSrc).addr(2, kSrc)); });
     for (uint32_t r = 0; r < P(); ++r) ASSERT_EQ(f()[r].read<int32_t>(kSrc, n()), rank_data(7, n())) << root << r;
   }
 }
@@ -78,17 +69,17 @@ TEST_P(FirmwareCollectives, ScatterAndGather) {
   std::vector<int32_t> all(n() * P());
   std::iota(all.begin(), all.end(), 3);
   f()[root].write(kSrc, all);
-  run_all([&](uint32_t) { return std::move(CallBuilder(abi::kScatter).count(n()).rank(root).addr(0, kSrc).addr(2, kDst)); });
+  run_all(f(), [&](uint32_t) { return std::move(CallBuilder(abi::kScatter).count(n()).rank(root).addr(0, kSrc).addr(2, kDst)); });
   for (uint32_t r = 0; r < P(); ++r) {
     ASSERT_EQ(f()[r].read<int32_t>(kDst, n()), std::vector<int32_t>(all.begin() + r * n(), all.begin() + (r + 1) * n()));
   }
-  run_all([&](uint32_t) { return std::move(CallBuilder(abi::kGather).count(n()).rank(0).addr(0, kDst).addr(2, kSrc + 0x80000)); });
+  run_all(f(), [&](uint32_t) { return std::move(CallBuilder(abi::kGather).count(n()).rank(0).addr(0, kDst).addr(2, kSrc + 0x80000)); });
   EXPECT_EQ(f()[0].read<int32_t>(kSrc + 0x80000, n() * P()), all);
 }
 
 TEST_P(FirmwareCollectives, Allgather) {
   fill_sources(n());
-  run_all([&](uint32_t) { return std::move(CallBuilder(abi::kAllgather).count(n()).addr(0, kSrc).addr(2, kDst)); });
+  run_all(f(), [&](uint32_t) { return std::move(CallBuilder(abi::kAllgather).count(n()).addr(0, kSrc).addr(2, kDst)); });
   std::vector<int32_t> expected;
   for (uint32_t r = 0; r < P(); ++r) {
     const auto d = rank_data(r, n());
@@ -108,7 +99,7 @@ TEST_P(FirmwareCollectives, ReduceFlatAndChain) {
       }
     }
     const uint32_t root = 1 % P();
-    run_all([&](uint32_t) {
+    run_all(f(), [&](uint32_t) {
       return std::move(CallBuilder(abi::kReduce).count(n()).rank(root).function(abi::kSum).addr(0, kSrc).addr(2, kDst));
     });
     const auto got = f()[root].read<int32_t>(kDst, n());
@@ -118,7 +109,7 @@ TEST_P(FirmwareCollectives, ReduceFlatAndChain) {
 
 TEST_P(FirmwareCollectives, ReduceScatter) {
   fill_sources(n() * P());
-  run_all([&](uint32_t) {
+  run_all(f(), [&](uint32_t) {
     return std::move(CallBuilder(abi::kReduceScatter).count(n()).function(abi::kSum).addr(0, kSrc).addr(2, kDst));
   });
   for (uint32_t r = 0; r < P(); ++r) {
@@ -127,31 +118,13 @@ TEST_P(FirmwareCollectives, ReduceScatter) {
   }
 }
 
-TEST_P(FirmwareCollectives, Alltoall) {
-  fill_sources(n() * P());
-  run_all([&](uint32_t) { return std::move(CallBuilder(abi::kAlltoall).count(n()).addr(0, kSrc).addr(2, kDst)); });
-  for (uint32_t r = 0; r < P(); ++r) {
-    const auto got = f()[r].read<int32_t>(kDst, n() * P());
-    for (uint32_t q = 0; q < P(); ++q) {
-      for (uint32_t i = 0; i < n(); ++i) ASSERT_EQ(got[q * n() + i], value(q, r * n() + i)) << r << " " << q << " " << i;
-    }
-  }
-}
+TEST_P(FirmwareCollectives, Alltoall) { check_alltoall_into(kDst); }
 
-TEST_P(FirmwareCollectives, AlltoallInPlace) {
-  fill_sources(n() * P());
-  run_all([&](uint32_t) { return std::move(CallBuilder(abi::kAlltoall).count(n()).addr(0, kSrc).addr(2, kSrc)); });
-  for (uint32_t r = 0; r < P(); ++r) {
-    const auto got = f()[r].read<int32_t>(kSrc, n() * P());
-    for (uint32_t q = 0; q < P(); ++q) {
-      for (uint32_t i = 0; i < n(); ++i) ASSERT_EQ(got[q * n() + i], value(q, r * n() + i)) << r << " " << q << " " << i;
-    }
-  }
-}
+TEST_P(FirmwareCollectives, AlltoallInPlace) { check_alltoall_into(kSrc); }
 
 TEST_P(FirmwareCollectives, BarrierTwice) {
-  run_all([&](uint32_t) { return std::move(CallBuilder(abi::kBarrier)); });
-  run_all([&](uint32_t) { return std::move(CallBuilder(abi::kBarrier)); });
+  run_all(f(), [&](uint32_t) { return std::move(CallBuilder(abi::kBarrier)); });
+  run_all(f(), [&](uint32_t) { return std::move(CallBuilder(abi::kBarrier)); });
 }
 
 // 5 elements: eager, fewer than / close to P; 3000: 12 KB per rank, rendezvous

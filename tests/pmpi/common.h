@@ -9,6 +9,7 @@
 
 #include <dlfcn.h>
 #include <mpi.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,28 @@ static const char* t_context = "";
 static inline void rank_size(MPI_Comm comm, int* rank, int* size) {
   MPI_Comm_rank(comm, rank);
   MPI_Comm_size(comm, size);
+}
+
+/* MPI_Init, then this process's rank and size in MPI_COMM_WORLD; the rank
+ * also labels every failure message. */
+static inline void init_world(int* argc, char*** argv, int* rank, int* size) {
+  MPI_Init(argc, argv);
+  rank_size(MPI_COMM_WORLD, rank, size);
+  t_rank = *rank;
+}
+
+/* Whether the program's first argument (its mode) is `mode`. */
+static inline int mode_is(int argc, char** argv, const char* mode) {
+  return argc > 1 && strcmp(argv[1], mode) == 0;
+}
+
+/* A periodic one-dimensional cartesian comm over MPI_COMM_WORLD: the layer
+ * keeps its point-to-point calls native. */
+static inline MPI_Comm ring_cart(int size) {
+  int dims[1] = {size}, periods[1] = {1};
+  MPI_Comm cart;
+  MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &cart);
+  return cart;
 }
 
 /* The layer's query API, looked up at run time so the program also runs
@@ -72,6 +95,18 @@ static inline void expect_offloaded(const char* name) {
   if (e == NULL) return;
   if (atoi(e) == 1) CHECK(offloaded_calls(name) > 0, "%s was never offloaded", name);
   else CHECK(offloaded_calls(name) == 0, "%s was offloaded although it should not be", name);
+}
+
+/* The offload proof at the end of a program: with more than one rank, each
+ * call named (the list ends with NULL) must pass expect_offloaded. */
+__attribute__((sentinel)) static inline void expect_offloaded_with_peers(int size, ...) {
+  t_context = "offload proof";
+  if (size < 2) return;
+  va_list names;
+  va_start(names, size);
+  for (const char* name = va_arg(names, const char*); name != NULL; name = va_arg(names, const char*))
+    expect_offloaded(name);
+  va_end(names);
 }
 
 /* Sums failures over all ranks (PMPI: the check itself must not depend on

@@ -242,17 +242,15 @@ static int mismatched_collectives(MPI_Comm* dup, int size) {
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &t_rank);
   int size;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  init_world(&argc, &argv, &t_rank, &size);
   /* MPI_COMM_NULL errors are raised on MPI_COMM_WORLD. */
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm dup;
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
   MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
   const int peer = (t_rank + 1) % size, from = (t_rank + size - 1) % size;
-  if (argc > 1 && strcmp(argv[1], "mismatch") == 0) return mismatched_collectives(&dup, size);
+  if (mode_is(argc, argv, "mismatch")) return mismatched_collectives(&dup, size);
 
   /* collectives: count, root, type, op, communicator */
   SAME_AS_NATIVE("bcast count -1", MPI_Bcast(rbuf, -1, MPI_INT, 0, dup), PMPI_Bcast(rbuf, -1, MPI_INT, 0, dup));

@@ -395,12 +395,10 @@ static void run_comm(MPI_Comm comm, const char* label, int big) {
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &t_rank);
   int size;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  smoke = argc > 1 && strcmp(argv[1], "smoke") == 0;
-  const int quick = smoke || (argc > 1 && strcmp(argv[1], "quick") == 0);
+  init_world(&argc, &argv, &t_rank, &size);
+  smoke = mode_is(argc, argv, "smoke");
+  const int quick = smoke || mode_is(argc, argv, "quick");
 
   MPI_Datatype contig3, vec;
   MPI_Type_contiguous(3, MPI_FLOAT, &contig3);
@@ -460,19 +458,8 @@ int main(int argc, char** argv) {
   MPI_Type_free(&contig3);
   MPI_Type_free(&vec);
 
-  t_context = "offload proof";
-  if (size > 1) {
-    expect_offloaded("MPI_Allreduce");
-    expect_offloaded("MPI_Bcast");
-    expect_offloaded("MPI_Reduce");
-    expect_offloaded("MPI_Gather");
-    expect_offloaded("MPI_Scatter");
-    expect_offloaded("MPI_Allgather");
-    expect_offloaded("MPI_Alltoall");
-    expect_offloaded("MPI_Reduce_scatter_block");
-    expect_offloaded("MPI_Reduce_scatter");
-    expect_offloaded("MPI_Barrier");
-    expect_offloaded("MPI_Iallreduce");
-  }
+  expect_offloaded_with_peers(size, "MPI_Allreduce", "MPI_Bcast", "MPI_Reduce", "MPI_Gather", "MPI_Scatter",
+                              "MPI_Allgather", "MPI_Alltoall", "MPI_Reduce_scatter_block", "MPI_Reduce_scatter",
+                              "MPI_Barrier", "MPI_Iallreduce", NULL);
   return finish("test_colls");
 }

@@ -71,11 +71,8 @@ static int heap_check(int cycles) {
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  t_rank = rank;
-  if (argc > 2 && strcmp(argv[1], "heap") == 0) return heap_check(atoi(argv[2]));
+  init_world(&argc, &argv, &rank, &size);
+  if (argc > 2 && mode_is(argc, argv, "heap")) return heap_check(atoi(argv[2]));
 
   t_context = "dup/free cycles";
   for (int i = 0; i < 150; ++i) {

@@ -22,15 +22,13 @@
 #include <unistd.h>
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &t_rank);
   int size;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const int fatal = argc > 1 && strcmp(argv[1], "fatal") == 0;
+  init_world(&argc, &argv, &t_rank, &size);
+  const int fatal = mode_is(argc, argv, "fatal");
   const char* tms = getenv("ACCL_PMPI_TIMEOUT_MS");
   if (tms == NULL || *tms == 0) tms = getenv("ACCL_TIMEOUT_MS");
   const int timeout_ms = tms && *tms ? atoi(tms) : 300000;
-  if (argc > 2 && strcmp(argv[1], "late") == 0) {
+  if (argc > 2 && mode_is(argc, argv, "late")) {
     const int late_ms = atoi(argv[2]);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     t_context = "late joiner";

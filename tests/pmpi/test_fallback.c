@@ -20,21 +20,18 @@ static void my_sum(void* in, void* inout, int* len, MPI_Datatype* t) {
   for (int i = 0; i < *len; ++i) ((int*)inout)[i] += ((int*)in)[i];
 }
 
-/* Runs `call` and checks it was counted natively (when counting is on). */
-#define NATIVE(name, stmt)                                                                  \
+/* Runs `stmt` and checks that the layer's `counter` of `name` (native_calls
+ * or offloaded_calls) went up by exactly one (when counting is on). */
+#define COUNTED_ONCE(counter, name, stmt, failure)                                          \
   do {                                                                                      \
-    unsigned long long before = native_calls(name);                                         \
+    unsigned long long before = counter(name);                                              \
     stmt;                                                                                   \
     if (getenv("TEST_EXPECT_OFFLOAD") && size > 1)                                          \
-      CHECK(native_calls(name) == before + 1, "%s did not fall back", name);               \
+      CHECK(counter(name) == before + 1, "%s " failure, name);                              \
   } while (0)
-#define OFFLOADED(name, stmt)                                                               \
-  do {                                                                                      \
-    unsigned long long before = offloaded_calls(name);                                      \
-    stmt;                                                                                   \
-    if (getenv("TEST_EXPECT_OFFLOAD") && size > 1)                                          \
-      CHECK(offloaded_calls(name) == before + 1, "%s was not offloaded", name);             \
-  } while (0)
+/* Runs `stmt` and checks it was counted natively / offloaded (when counting is on). */
+#define NATIVE(name, stmt) COUNTED_ONCE(native_calls, name, stmt, "did not fall back")
+#define OFFLOADED(name, stmt) COUNTED_ONCE(offloaded_calls, name, stmt, "was not offloaded")
 
 static void cases(void) {
   int rank;
@@ -146,9 +143,7 @@ static void forced(void) {
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &t_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  init_world(&argc, &argv, &t_rank, &size);
   const char* mode = argc > 1 ? argv[1] : "cases";
   if (strcmp(mode, "cases") == 0) cases();
   else if (strcmp(mode, "thresholds") == 0) thresholds();

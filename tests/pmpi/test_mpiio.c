@@ -10,10 +10,8 @@
 #include "common.h"
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &t_rank);
   int size;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  init_world(&argc, &argv, &t_rank, &size);
   const char* path = argc > 1 ? argv[1] : "pmpi_test_mpiio.dat";
   t_context = "mpi-io";
   enum { N = 4000, BLK = 100 };

@@ -537,18 +537,14 @@ static void run(MPI_Comm comm, const char* label, int full) {
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  t_rank = rank;
-  const int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+  init_world(&argc, &argv, &rank, &size);
+  const int quick = mode_is(argc, argv, "quick");
   run(MPI_COMM_WORLD, "world", 1);
   send_then_native_collective(MPI_COMM_WORLD);
-  MPI_Comm dup, half, cart;
+  MPI_Comm dup, half;
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
   run(dup, "dup", !quick);
-  int dims[1] = {size}, periods[1] = {1};
-  MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &cart); /* p2p stays native */
+  MPI_Comm cart = ring_cart(size);
   mixed_requests(dup, cart);
   native_send_during_offloaded_waits(dup, cart);
   if (!quick) {
@@ -559,14 +555,7 @@ int main(int argc, char** argv) {
   }
   MPI_Comm_free(&dup);
   MPI_Comm_free(&cart);
-  t_context = "offload proof";
-  if (size > 1) {
-    expect_offloaded("MPI_Send");
-    expect_offloaded("MPI_Recv");
-    expect_offloaded("MPI_Isend");
-    expect_offloaded("MPI_Irecv");
-    expect_offloaded("MPI_Sendrecv");
-    if (rank == 0) expect_offloaded("MPI_Probe");
-  }
+  expect_offloaded_with_peers(size, "MPI_Send", "MPI_Recv", "MPI_Isend", "MPI_Irecv", "MPI_Sendrecv", NULL);
+  if (size > 1 && rank == 0) expect_offloaded("MPI_Probe");
   return finish("test_p2p");
 }

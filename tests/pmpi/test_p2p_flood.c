@@ -123,11 +123,8 @@ static void sender_away(int away_ms) {
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  t_rank = rank;
-  if (argc > 2 && strcmp(argv[1], "away") == 0) {
+  init_world(&argc, &argv, &rank, &size);
+  if (argc > 2 && mode_is(argc, argv, "away")) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     sender_away(atoi(argv[2]));
     return finish("test_p2p_flood away");

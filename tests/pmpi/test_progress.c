@@ -162,21 +162,18 @@ static int wants(int argc, char** argv, const char* name) {
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
   int size;
-  rank_size(MPI_COMM_WORLD, &t_rank, &size);
+  init_world(&argc, &argv, &t_rank, &size);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  if (wants(argc, argv, "userop")) {
-    t_context = "userop";
-    small_sends_then(MPI_COMM_WORLD, native_reduction);
-  }
-  if (wants(argc, argv, "dup")) {
-    t_context = "dup";
-    small_sends_then(MPI_COMM_WORLD, comm_management);
-  }
-  if (wants(argc, argv, "onesided")) {
-    t_context = "onesided";
-    small_sends_then(MPI_COMM_WORLD, one_sided);
+  /* Modes that leave small sends in flight and then make a native call. */
+  static const struct {
+    const char* mode;
+    void (*native_call)(MPI_Comm);
+  } after_small_sends[] = {{"userop", native_reduction}, {"dup", comm_management}, {"onesided", one_sided}};
+  for (size_t m = 0; m < sizeof after_small_sends / sizeof after_small_sends[0]; ++m) {
+    if (!wants(argc, argv, after_small_sends[m].mode)) continue;
+    t_context = after_small_sends[m].mode;
+    small_sends_then(MPI_COMM_WORLD, after_small_sends[m].native_call);
   }
   if (wants(argc, argv, "rndv")) {
     t_context = "rndv";
@@ -186,7 +183,7 @@ int main(int argc, char** argv) {
     t_context = "recvside";
     receiver_in_native(MPI_COMM_WORLD);
   }
-  if (argc >= 2 && strcmp(argv[1], "finalize") == 0) {
+  if (mode_is(argc, argv, "finalize")) {
     /* The verdict travels before the sends: after them rank 0 goes straight into MPI_Finalize. */
     t_context = "finalize";
     int total = 0;

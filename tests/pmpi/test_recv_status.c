@@ -499,18 +499,14 @@ static void successes(MPI_Comm comm, MPI_Comm native) {
 }
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  t_rank = rank;
-  const int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+  init_world(&argc, &argv, &rank, &size);
+  const int quick = mode_is(argc, argv, "quick");
   right = (rank + 1) % size;
   left = (rank + size - 1) % size;
-  MPI_Comm comm, cart;
+  MPI_Comm comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  int dims[1] = {size}, periods[1] = {1};
-  MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &cart); /* p2p stays native */
+  MPI_Comm cart = ring_cart(size);
   MPI_Comm_set_errhandler(cart, MPI_ERRORS_RETURN);
   make_shapes();
   short_receives(comm, quick);
@@ -521,11 +517,6 @@ int main(int argc, char** argv) {
     if (shapes[k].type != MPI_DOUBLE_INT) MPI_Type_free(&shapes[k].type);
   MPI_Comm_free(&cart);
   MPI_Comm_free(&comm);
-  t_context = "offload proof";
-  if (size > 1) {
-    expect_offloaded("MPI_Recv");
-    expect_offloaded("MPI_Irecv");
-    expect_offloaded("MPI_Mrecv");
-  }
+  expect_offloaded_with_peers(size, "MPI_Recv", "MPI_Irecv", "MPI_Mrecv", NULL);
   return finish("test_recv_status");
 }

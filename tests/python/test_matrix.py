@@ -43,6 +43,18 @@ def all_data(count, dtype, salt=0):
     return [data(r, count, dtype, salt) for r in range(WORLD)]
 
 
+def run_into_sentinel(world, send_count, recv_count, dtype, call):
+    """Every rank runs call(inst, sbuf, rbuf) from its data (send_count elements) into a sentinel buffer of
+    recv_count elements; returns each rank's rbuf."""
+    def rank_fn(rank, inst):
+        sbuf = filled(inst, rank, send_count, dtype)
+        rbuf = sentinel(inst, recv_count, dtype)
+        call(inst, sbuf, rbuf)
+        return rbuf.copy()
+
+    return world.run(rank_fn)
+
+
 # --------------------------------------------------------------- primitives
 
 
@@ -106,14 +118,10 @@ def test_bcast(world, count, dtype, root):
 @dtype_param
 @root_param
 def test_scatter(world, count, dtype, root):
-    def rank_fn(rank, inst):
-        sbuf = filled(inst, rank, count * WORLD, dtype)
-        rbuf = sentinel(inst, count, dtype)
-        inst.scatter(sbuf, rbuf, count, root)
-        return rbuf.copy()
-
     sent = data(root, count * WORLD, dtype)
-    for rank, got in enumerate(world.run(rank_fn)):
+    results = run_into_sentinel(world, count * WORLD, count, dtype,
+                                lambda inst, sbuf, rbuf: inst.scatter(sbuf, rbuf, count, root))
+    for rank, got in enumerate(results):
         np.testing.assert_array_equal(got, sent[rank * count:(rank + 1) * count])
 
 
@@ -121,26 +129,17 @@ def test_scatter(world, count, dtype, root):
 @dtype_param
 @root_param
 def test_gather(world, count, dtype, root):
-    def rank_fn(rank, inst):
-        sbuf = filled(inst, rank, count, dtype)
-        rbuf = sentinel(inst, count * WORLD, dtype)
-        inst.gather(sbuf, rbuf, count, root)
-        return rbuf.copy()
-
-    results = world.run(rank_fn)
+    results = run_into_sentinel(world, count, count * WORLD, dtype,
+                                lambda inst, sbuf, rbuf: inst.gather(sbuf, rbuf, count, root))
     np.testing.assert_array_equal(results[root], np.concatenate(all_data(count, dtype)))
 
 
 @count_param
 @dtype_param
 def test_allgather(world, count, dtype):
-    def rank_fn(rank, inst):
-        sbuf = filled(inst, rank, count, dtype)
-        rbuf = sentinel(inst, count * WORLD, dtype)
-        inst.allgather(sbuf, rbuf, count)
-        return rbuf.copy()
-
-    for got in world.run(rank_fn):
+    results = run_into_sentinel(world, count, count * WORLD, dtype,
+                                lambda inst, sbuf, rbuf: inst.allgather(sbuf, rbuf, count))
+    for got in results:
         np.testing.assert_array_equal(got, np.concatenate(all_data(count, dtype)))
 
 
@@ -148,54 +147,38 @@ def test_allgather(world, count, dtype):
 @dtype_param
 @root_param
 def test_reduce(world, count, dtype, root):
-    def rank_fn(rank, inst):
-        sbuf = filled(inst, rank, count, dtype)
-        rbuf = sentinel(inst, count, dtype)
-        inst.reduce(sbuf, rbuf, count, root, ACCLReduceFunctions.SUM)
-        return rbuf.copy()
-
-    results = world.run(rank_fn)
+    results = run_into_sentinel(world, count, count, dtype,
+                                lambda inst, sbuf, rbuf: inst.reduce(sbuf, rbuf, count, root, ACCLReduceFunctions.SUM))
     np.testing.assert_array_equal(results[root], np.sum(all_data(count, dtype), axis=0, dtype=dtype))
 
 
 @count_param
 @dtype_param
 def test_allreduce(world, count, dtype):
-    def rank_fn(rank, inst):
-        sbuf = filled(inst, rank, count, dtype)
-        rbuf = sentinel(inst, count, dtype)
-        inst.allreduce(sbuf, rbuf, count, ACCLReduceFunctions.SUM)
-        return rbuf.copy()
-
-    for got in world.run(rank_fn):
+    results = run_into_sentinel(world, count, count, dtype,
+                                lambda inst, sbuf, rbuf: inst.allreduce(sbuf, rbuf, count, ACCLReduceFunctions.SUM))
+    for got in results:
         np.testing.assert_array_equal(got, np.sum(all_data(count, dtype), axis=0, dtype=dtype))
 
 
 @count_param
 @dtype_param
 def test_reduce_scatter(world, count, dtype):
-    def rank_fn(rank, inst):
-        sbuf = filled(inst, rank, count * WORLD, dtype)
-        rbuf = sentinel(inst, count, dtype)
-        inst.reduce_scatter(sbuf, rbuf, count, ACCLReduceFunctions.SUM)
-        return rbuf.copy()
-
     total = np.sum(all_data(count * WORLD, dtype), axis=0, dtype=dtype)
-    for rank, got in enumerate(world.run(rank_fn)):
+    results = run_into_sentinel(world, count * WORLD, count, dtype,
+                                lambda inst, sbuf, rbuf: inst.reduce_scatter(sbuf, rbuf, count,
+                                                                             ACCLReduceFunctions.SUM))
+    for rank, got in enumerate(results):
         np.testing.assert_array_equal(got, total[rank * count:(rank + 1) * count])
 
 
 @count_param
 @dtype_param
 def test_alltoall(world, count, dtype):
-    def rank_fn(rank, inst):
-        sbuf = filled(inst, rank, count * WORLD, dtype)
-        rbuf = sentinel(inst, count * WORLD, dtype)
-        inst.alltoall(sbuf, rbuf, count)
-        return rbuf.copy()
-
     sent = all_data(count * WORLD, dtype)
-    for rank, got in enumerate(world.run(rank_fn)):
+    results = run_into_sentinel(world, count * WORLD, count * WORLD, dtype,
+                                lambda inst, sbuf, rbuf: inst.alltoall(sbuf, rbuf, count))
+    for rank, got in enumerate(results):
         expected = np.concatenate([sent[src][rank * count:(rank + 1) * count] for src in range(WORLD)])
         np.testing.assert_array_equal(got, expected)
 
