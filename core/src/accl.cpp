@@ -493,7 +493,7 @@ bool ACCL::supports(reduceFunction f) {
   return false;
 }
 
-bool ACCL::is_simulated() const { return impl_->device.name() == "emu"; }
+bool ACCL::is_simulated() const { return impl_->device.simulated(); }
 
 Device& ACCL::device() { return impl_->device; }
 
