@@ -7,10 +7,10 @@
 // Works without a card (and without XRT or the emulator built in).
 #include <accl/abi.hpp>
 #include <accl/config.hpp>
+#include <accl_devices/devices.hpp>
 #include <accl_hw/hw.hpp>
 #include <accl_hw/locality.hpp>
-
-#include "settings.hpp"  // pmpi/src: the PMPI layer's settings check (MPI-free)
+#include <accl_pmpi/settings.hpp>  // the PMPI layer's settings check (MPI-free)
 
 #if ACCL_INFO_HAVE_EMU
 #include <accl_emu/emulator.hpp>
@@ -232,14 +232,9 @@ std::vector<std::string> setting_problems(std::vector<std::string>& warnings) {
   int world_size = 1;
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
     if (const char* v = std::getenv(var); v != nullptr && std::atoi(v) > 0) world_size = std::atoi(v);
-  const std::vector<std::function<void()>> layer_checks = {
-      [] { config::validate(config::Layer::core); },
-#if ACCL_INFO_HAVE_EMU
-      [] { emu::validate_settings(); },
-#endif
-      [] { hw::validate_settings(); },
-      [world_size] { pmpi::settings::validate(world_size); },
-  };
+  std::vector<std::function<void()>> layer_checks = {[] { config::validate(config::Layer::core); }};
+  for (auto device_check : devices::settings_checks()) layer_checks.emplace_back(device_check);
+  layer_checks.emplace_back([world_size] { pmpi::settings::validate(world_size); });
   for (const auto& check : layer_checks) {
     try {
       check();

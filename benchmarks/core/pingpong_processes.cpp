@@ -19,12 +19,11 @@
 // plus MPI and the PMPI layer) the benchmark report builds the latency
 // ladder: what each layer adds on the way from the wire to MPI_Recv.
 #include "bench_util.hpp"
-#include "transport.hpp"
 
 #include <accl/accl.hpp>
 #include <accl_emu/emulator.hpp>
+#include <accl_emu/transport_probe.hpp>
 
-#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/types.h>
@@ -32,11 +31,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
@@ -44,12 +41,8 @@
 
 namespace {
 
-using accl::emu::Clock;
-using accl::emu::NetAddress;
-using accl::emu::PayloadWriter;
-using accl::emu::ReceiveTicket;
-using accl::emu::Sink;
-using accl::emu::Transport;
+using accl::emu::TransportProbe;
+using Clock = TransportProbe::Clock;
 
 constexpr unsigned kWarmup = 200;
 
@@ -126,106 +119,39 @@ struct Pipe {
 // --layer transport
 // ---------------------------------------------------------------------------
 
-// Takes every payload into one buffer and counts the messages.
-class EchoSink final : public Sink {
- public:
-  explicit EchoSink(size_t max_bytes) : landing_(std::max<size_t>(max_bytes, 64)) {}
-  std::byte* begin_message(const NetAddress&, const accl::abi::WireHeader& header, ReceiveTicket&) override {
-    return header.count <= landing_.size() ? landing_.data() : nullptr;
-  }
-  void end_message(const NetAddress&, const accl::abi::WireHeader& header, ReceiveTicket&, uint32_t status) override {
-    if (status != 0 || header.count > landing_.size()) failed.store(true, std::memory_order_relaxed);
-    last_round.store(header.seqn, std::memory_order_relaxed);
-    arrived.fetch_add(1, std::memory_order_release);
-  }
-  void link_failed(const NetAddress&, uint32_t) override { failed.store(true, std::memory_order_relaxed); }
-  uint32_t first_word() const {
-    uint32_t w = 0;
-    std::memcpy(&w, landing_.data(), sizeof w);
-    return w;
-  }
-  std::atomic<uint64_t> arrived{0};
-  std::atomic<uint32_t> last_round{0};  // header.seqn of the last message (the round number)
-  std::atomic<bool> failed{false};
-
- private:
-  std::vector<std::byte> landing_;
-};
-
-class RoundWriter final : public PayloadWriter {
- public:
-  explicit RoundWriter(size_t bytes) : bytes_(bytes, std::byte{0x5a}) {}
-  void set_round(uint32_t round) {
-    if (bytes_.size() >= sizeof round) std::memcpy(bytes_.data(), &round, sizeof round);
-  }
-  uint32_t write(std::byte* dst, size_t offset, size_t bytes) override {
-    std::memcpy(dst, bytes_.data() + offset, bytes);
-    return 0;
-  }
-  const std::byte* contiguous_source(size_t) const override { return bytes_.data(); }
-
- private:
-  std::vector<std::byte> bytes_;
-};
-
-// Waits (polling the transport if `polled`) until message `n` has arrived.
-// false at the deadline or on a failure.
-bool await(Transport& t, bool polled, const EchoSink& sink, uint64_t n, Clock::time_point deadline) {
-  unsigned spins = 0;
-  while (sink.arrived.load(std::memory_order_acquire) < n) {
-    if (polled) t.poll();
-    else sched_yield();  // the transport's reader thread delivers: let it run
-    if (sink.failed.load(std::memory_order_relaxed)) return false;
-    if ((++spins & 1023) == 0 && Clock::now() >= deadline) return false;
-  }
-  return !sink.failed.load(std::memory_order_relaxed);
-}
-
 std::vector<double> play_transport(const Args& a, int rank, const Pipe& pipe, size_t bytes) {
-  EchoSink sink(bytes);
-  accl::emu::TransportOptions options;
-  options.bind = NetAddress{0x7f000001, 0};  // 127.0.0.1, any free port
-  options.host_processes = 2;
-  auto t = a.transport == "shm" ? accl::emu::make_shm_transport(options) : accl::emu::make_tcp_transport(options);
-  t->start(sink);
-  const NetAddress mine = t->local_address();
+  TransportProbe t(accl::emu::parse_transport(a.transport), bytes, 2);
+  const TransportProbe::Address mine = t.local_address();
   pipe.put(&mine, sizeof mine);
-  NetAddress peer{};
+  TransportProbe::Address peer{};
   pipe.get(&peer, sizeof peer);
-  auto link = t->connect(peer, Clock::now() + a.timeout);
-  if (!link) throw std::runtime_error("cannot connect to the peer over " + a.transport);
+  t.connect(peer, Clock::now() + a.timeout);
   pipe.sync();  // both linked: the peer's inbound ring exists
 
-  const bool polled = a.transport == "shm";
-  t->driver_enters();  // a host thread drives: the reader threads leave the rings to our polls
-  RoundWriter writer(bytes);
+  t.driver_enters();  // a host thread drives: the reader threads leave the rings to our polls
   std::vector<double> one_way;
   one_way.reserve(a.iters);
   uint64_t expected = 0;
   for (unsigned i = 0; i < kWarmup + a.iters; ++i) {
     const auto t0 = Clock::now();
     if (rank == 1) {
-      if (!await(*t, polled, sink, ++expected, Clock::now() + a.timeout))
+      if (!t.await(++expected, Clock::now() + a.timeout))
         throw std::runtime_error("echo side: message lost or timed out");
-      if (sink.last_round.load() != i || (bytes >= 4 && sink.first_word() != i))
+      if (t.last_round() != i || (bytes >= 4 && t.first_word() != i))
         throw std::runtime_error("echo side: wrong round or payload");
     }
-    writer.set_round(i);
-    accl::abi::WireHeader h{};
-    h.count = h.msg_bytes = static_cast<uint32_t>(bytes);
-    h.seqn = i;
-    if (link->send(h, writer, Clock::now() + a.timeout) != 0) throw std::runtime_error("send failed");
+    if (!t.send(i, Clock::now() + a.timeout)) throw std::runtime_error("send failed");
     if (rank == 0) {
-      if (!await(*t, polled, sink, ++expected, Clock::now() + a.timeout))
+      if (!t.await(++expected, Clock::now() + a.timeout))
         throw std::runtime_error("timing side: echo lost or timed out");
-      if (sink.last_round.load() != i || (bytes >= 4 && sink.first_word() != i))
+      if (t.last_round() != i || (bytes >= 4 && t.first_word() != i))
         throw std::runtime_error("timing side: wrong round or payload");
       if (i >= kWarmup) one_way.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / 2);
     }
   }
-  t->driver_leaves();
+  t.driver_leaves();
   pipe.sync();  // neither side stops while the other may still read
-  t->stop();
+  t.stop();
   return one_way;
 }
 

@@ -1,13 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The calls of the ACCL driver: validate every argument before the device is
-// touched, sync inputs (unless from_fpga), encode the call words, start the
-// call, and wait unless run_async. Results are synced back by Request::wait().
-//
-// count == 0 is valid for every data call and completes at once without a
-// device call (public ACCL returns nullptr for it). With a non-empty waitfor
-// such a call becomes a nop on the device so that a chain through it still
-// orders the calls around it.
+// The ACCL driver around its calls: the launch every call ends in, the
+// lifecycle and settings, communicators, device facts and dumps, and waiting
+// on requests. The calls themselves are in point_to_point.cpp and
+// collectives.cpp, what each of them does on its way in call.hpp.
 #include <accl/accl.hpp>
 #include <accl/config.hpp>
 #include <accl/log.hpp>
@@ -21,46 +17,6 @@
 namespace accl {
 namespace {
 
-using detail::BufferAccess;
-using detail::SyncRange;
-using encoding::Operand;
-
-// Call names with static storage: requests refer to them without a copy.
-const std::string kNop = "nop";
-const std::string kCopy = "copy";
-const std::string kCopyToStream = "copy_to_stream";
-const std::string kCopyFromStream = "copy_from_stream";
-const std::string kCombine = "combine";
-const std::string kSend = "send";
-const std::string kStreamPut = "stream_put";
-const std::string kRecv = "recv";
-const std::string kBcast = "bcast";
-const std::string kScatter = "scatter";
-const std::string kGather = "gather";
-const std::string kAllgather = "allgather";
-const std::string kReduce = "reduce";
-const std::string kAllreduce = "allreduce";
-const std::string kReduceScatter = "reduce_scatter";
-const std::string kAlltoall = "alltoall";
-const std::string kBarrier = "barrier";
-
-using Syncs = std::array<SyncRange, 2>;
-
-Operand memory_operand(const BaseBuffer& buf) {
-  Operand op;
-  op.type = buf.type();
-  op.address = buf.address();
-  op.host_only = buf.is_host_only();
-  return op;
-}
-
-Operand stream_operand(dataType type) {
-  Operand op;
-  op.type = type;
-  op.stream = true;
-  return op;
-}
-
 std::string format_words(const CallWords& words) {
   std::string text;
   char word[12];
@@ -69,16 +25,6 @@ std::string format_words(const CallWords& words) {
     text += word;
   }
   return text;
-}
-
-const char* function_name(reduceFunction f) {
-  switch (f) {
-    case reduceFunction::SUM: return "SUM";
-    case reduceFunction::MAX: return "MAX";
-    case reduceFunction::MIN: return "MIN";
-    case reduceFunction::PROD: return "PROD";
-  }
-  return "unknown";
 }
 
 }  // namespace
@@ -112,7 +58,7 @@ const detail::CommunicatorInfo& ACCL::Impl::communicator(const std::string& call
 }
 
 std::shared_ptr<detail::CallRequest> ACCL::Impl::launch(const std::string& name, const CallWords& words,
-                                                        const Syncs& inputs, const Syncs& outputs,
+                                                        const detail::Syncs& inputs, const detail::Syncs& outputs,
                                                         const std::vector<RequestPtr>& waitfor) {
   detail::CallRequest::Params params;
   std::vector<CallId> waitfor_ids;
@@ -128,7 +74,7 @@ std::shared_ptr<detail::CallRequest> ACCL::Impl::launch(const std::string& name,
     }
   }
   context->release_completed_orphans();
-  for (const SyncRange& in : inputs) in.to_device();
+  for (const detail::SyncRange& in : inputs) in.to_device();
 
   ACCL_LOG_DEBUG("{}: words [{}] waitfor {}", name, format_words(words), waitfor_ids.size());
   params.id = device.start(words, waitfor_ids);
@@ -139,136 +85,6 @@ std::shared_ptr<detail::CallRequest> ACCL::Impl::launch(const std::string& name,
   params.outputs = outputs;
   return detail::make_request(std::move(params));
 }
-
-namespace {
-
-// Validation helpers bound to one call.
-class Checker {
- public:
-  Checker(const ACCL::Impl& impl, const std::string& call) : impl_(impl), call_(call) {
-    impl.require_initialized(call);
-  }
-
-  const detail::CommunicatorInfo& comm(communicatorId id) const { return impl_.communicator(call_, id); }
-
-  // `what` holds at least `needed` elements and belongs to this driver.
-  void buffer(const char* what, const BaseBuffer& buf, uint64_t needed, const char* why = nullptr) const {
-    if (&buf.owner() != &impl_.self) impl_.fail(call_, std::string(what) + " was created by another ACCL instance");
-    if (buf.length() < needed)
-      impl_.fail(call_, std::string(what) + " holds " + std::to_string(buf.length()) + " elements but the call needs " +
-                            std::to_string(needed) + (why ? std::string(" (") + why + ")" : std::string()));
-  }
-
-  void rank_in(const char* what, uint32_t r, const detail::CommunicatorInfo& c, bool any_allowed = false) const {
-    if (any_allowed && r == abi::kRankAny) return;
-    if (r >= c.size)
-      impl_.fail(call_, std::string(what) + " " + std::to_string(r) + " is outside the communicator of " +
-                            std::to_string(c.size) + " ranks");
-  }
-
-  void function(reduceFunction f) const {
-    const auto index = static_cast<uint32_t>(f);
-    if (index > static_cast<uint32_t>(reduceFunction::PROD))
-      impl_.fail(call_, "reduce function " + std::to_string(index) + " does not exist");
-    const bool supported = f == reduceFunction::SUM || f == reduceFunction::MAX ||
-                           (f == reduceFunction::MIN && (impl_.capabilities & abi::kCapReduceMin)) ||
-                           (f == reduceFunction::PROD && (impl_.capabilities & abi::kCapReduceProd));
-    if (!supported) impl_.fail(call_, std::string("reduce function ") + function_name(f) + " is not supported by this CCLO");
-  }
-
-  void data_type(const char* what, dataType t) const {
-    if (abi::data_type_bytes(t) == 0) impl_.fail(call_, std::string(what) + " needs a data type");
-  }
-
-  // Public hardware (no capability word) is trusted to implement the call.
-  void capability(uint32_t bit, const char* feature) const {
-    if ((impl_.capabilities & abi::kCapValid) && !(impl_.capabilities & bit))
-      impl_.fail(call_, std::string(feature) + " is not supported by this CCLO");
-  }
-
-  void stream_id(uint32_t id) const {
-    if (id > abi::kMaxStreamId)
-      impl_.fail(call_, "stream id " + std::to_string(id) + " is above the largest, " +
-                            std::to_string(abi::kMaxStreamId));
-  }
-
- private:
-  const ACCL::Impl& impl_;
-  const std::string& call_;
-};
-
-SyncRange input(const BaseBuffer& buf, uint64_t elements, bool from_fpga) {
-  return from_fpga ? SyncRange{} : BufferAccess::range(buf, elements);
-}
-SyncRange output(const BaseBuffer& buf, uint64_t elements, bool to_fpga) {
-  return to_fpga ? SyncRange{} : BufferAccess::range(buf, elements);
-}
-
-// One call of the driver from its first check to its launch. It names the
-// rank in the log and holds the driver mutex from before the first check
-// until the call is on the device; it releases the mutex before waiting, so
-// one thread's blocking call never holds up another thread's call on the
-// same driver. A call checks its arguments, fills in `spec` and the ranges to
-// sync, and issues.
-class Call {
-  // Declared before `check`: the rank scope and the lock are in place before
-  // the first check runs.
-  ACCL::Impl& impl_;
-  const std::string& name_;
-  log::ScopedRank scoped_rank_;
-  std::unique_lock<std::mutex> lock_;
-
- public:
-  Call(ACCL::Impl& impl, const std::string& name)
-      : impl_(impl), name_(name), scoped_rank_(impl.rank.load()), lock_(impl.mutex), check(impl, name) {}
-
-  // For calls that move spec.count elements: with none to move, the call
-  // completes without the device.
-  RequestPtr issue(const std::vector<RequestPtr>& waitfor, bool run_async) {
-    return launch(spec.count != 0, waitfor, run_async);
-  }
-
-  // For calls without data (nop, barrier): they always reach the device.
-  RequestPtr issue_always(const std::vector<RequestPtr>& waitfor, bool run_async) {
-    return launch(true, waitfor, run_async);
-  }
-
-  const Checker check;
-  encoding::CallSpec spec;
-  // A call with one range to sync sets it by element (inputs[0] = ...):
-  // assigning a braced list built a temporary pair and moved both ranges.
-  Syncs inputs;
-  Syncs outputs;
-
- private:
-  RequestPtr launch(bool needs_device, const std::vector<RequestPtr>& waitfor, bool run_async) {
-    encoding::Encoded encoded = encoding::encode_call(spec, impl_.arith_slots);
-    if (!encoded.ok()) impl_.fail(name_, encoded.error);
-
-    std::shared_ptr<detail::CallRequest> request;
-    if (!needs_device) {
-      if (waitfor.empty()) {
-        detail::CallRequest::Params params;
-        params.context = impl_.context;
-        params.name = &name_;
-        params.rank = impl_.rank.load(std::memory_order_relaxed);
-        return detail::make_request(std::move(params));
-      }
-      CallWords nop;
-      nop[abi::kWordScenario] = abi::kNop;
-      nop[abi::kWordComm] = encoded.words[abi::kWordComm];
-      nop[abi::kWordTag] = abi::kTagAny;
-      request = impl_.launch(name_, nop, {}, {}, waitfor);
-    } else {
-      request = impl_.launch(name_, encoded.words, inputs, outputs, waitfor);
-    }
-    lock_.unlock();
-    if (!run_async) request->wait();
-    return request;
-  }
-};
-
-}  // namespace
 
 // ---------------------------------------------------------------------------
 // Lifecycle and configuration
@@ -493,7 +309,7 @@ bool ACCL::supports(reduceFunction f) {
   return false;
 }
 
-bool ACCL::is_simulated() const { return impl_->device.name() == "emu"; }
+bool ACCL::is_simulated() const { return impl_->device.simulated(); }
 
 Device& ACCL::device() { return impl_->device; }
 
@@ -571,269 +387,6 @@ std::string ACCL::dump_communicator(communicatorId comm) {
     text += line;
   }
   return text;
-}
-
-// ---------------------------------------------------------------------------
-// Primitives
-// ---------------------------------------------------------------------------
-
-RequestPtr ACCL::nop(bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kNop);
-  call.spec = {.scenario = abi::kNop, .comm_address = call.check.comm(GLOBAL_COMM).address};
-  return call.issue_always(waitfor, run_async);
-}
-
-RequestPtr ACCL::copy(BaseBuffer& src, BaseBuffer& dst, unsigned int count, bool from_fpga, bool to_fpga,
-                      bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kCopy);
-  call.check.buffer("src", src, count);
-  call.check.buffer("dst", dst, count);
-  call.spec = {.scenario = abi::kCopy, .count = count, .comm_address = call.check.comm(GLOBAL_COMM).address,
-               .op0 = memory_operand(src), .result = memory_operand(dst)};
-  call.inputs[0] = input(src, count, from_fpga);
-  call.outputs[0] = output(dst, count, to_fpga);
-  return call.issue(waitfor, run_async);
-}
-
-RequestPtr ACCL::copy_to_stream(BaseBuffer& src, unsigned int count, bool from_fpga, bool run_async,
-                                const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kCopyToStream);
-  call.check.buffer("src", src, count);
-  call.spec = {.scenario = abi::kCopy, .count = count, .comm_address = call.check.comm(GLOBAL_COMM).address,
-               .op0 = memory_operand(src), .result = stream_operand(src.type())};
-  call.inputs[0] = input(src, count, from_fpga);
-  return call.issue(waitfor, run_async);
-}
-
-RequestPtr ACCL::copy_from_stream(BaseBuffer& dst, unsigned int count, bool to_fpga, bool run_async,
-                                  const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kCopyFromStream);
-  call.check.buffer("dst", dst, count);
-  call.spec = {.scenario = abi::kCopy, .count = count, .comm_address = call.check.comm(GLOBAL_COMM).address,
-               .op0 = stream_operand(dst.type()), .result = memory_operand(dst)};
-  call.outputs[0] = output(dst, count, to_fpga);
-  return call.issue(waitfor, run_async);
-}
-
-RequestPtr ACCL::combine(unsigned int count, reduceFunction function, BaseBuffer& val1, BaseBuffer& val2,
-                         BaseBuffer& result, bool val1_from_fpga, bool val2_from_fpga, bool to_fpga, bool run_async,
-                         const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kCombine);
-  call.check.buffer("val1", val1, count);
-  call.check.buffer("val2", val2, count);
-  call.check.buffer("result", result, count);
-  call.check.function(function);
-  call.spec = {.scenario = abi::kCombine, .count = count, .comm_address = call.check.comm(GLOBAL_COMM).address,
-               .function = static_cast<uint32_t>(function), .op0 = memory_operand(val1), .op1 = memory_operand(val2),
-               .result = memory_operand(result)};
-  call.inputs = {input(val1, count, val1_from_fpga), input(val2, count, val2_from_fpga)};
-  call.outputs[0] = output(result, count, to_fpga);
-  return call.issue(waitfor, run_async);
-}
-
-RequestPtr ACCL::send(BaseBuffer& src, unsigned int count, unsigned int dst, unsigned int tag, communicatorId comm,
-                      bool from_fpga, dataType compress_dtype, bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kSend);
-  const auto& c = call.check.comm(comm);
-  call.check.rank_in("destination", dst, c);
-  call.check.buffer("src", src, count);
-  call.spec = {.scenario = abi::kSend, .count = count, .comm_address = c.address, .root_src_dst = dst, .tag = tag,
-               .op0 = memory_operand(src), .compress_dtype = compress_dtype};
-  call.inputs[0] = input(src, count, from_fpga);
-  return call.issue(waitfor, run_async);
-}
-
-RequestPtr ACCL::send(dataType src_type, unsigned int count, unsigned int dst, unsigned int tag, communicatorId comm,
-                      dataType compress_dtype, bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kSend);
-  const auto& c = call.check.comm(comm);
-  call.check.rank_in("destination", dst, c);
-  call.check.data_type("the stream", src_type);
-  call.spec = {.scenario = abi::kSend, .count = count, .comm_address = c.address, .root_src_dst = dst, .tag = tag,
-               .op0 = stream_operand(src_type), .compress_dtype = compress_dtype};
-  return call.issue(waitfor, run_async);
-}
-
-RequestPtr ACCL::stream_put(BaseBuffer& src, unsigned int count, unsigned int dst, unsigned int stream_id,
-                            communicatorId comm, bool from_fpga, dataType compress_dtype, bool run_async,
-                            const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kStreamPut);
-  const auto& c = call.check.comm(comm);
-  call.check.rank_in("destination", dst, c);
-  call.check.stream_id(stream_id);
-  call.check.buffer("src", src, count);
-  // The stream id goes in the tag: the remote CCLO pushes to that stream instead of matching a recv.
-  call.spec = {.scenario = abi::kSend, .count = count, .comm_address = c.address, .root_src_dst = dst,
-               .tag = stream_id, .op0 = memory_operand(src), .result = stream_operand(src.type()),
-               .compress_dtype = compress_dtype};
-  call.inputs[0] = input(src, count, from_fpga);
-  return call.issue(waitfor, run_async);
-}
-
-RequestPtr ACCL::recv(BaseBuffer& dst, unsigned int count, unsigned int src, unsigned int tag, communicatorId comm,
-                      bool to_fpga, dataType compress_dtype, bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kRecv);
-  const auto& c = call.check.comm(comm);
-  call.check.rank_in("source", src, c, true);
-  call.check.buffer("dst", dst, count);
-  call.spec = {.scenario = abi::kRecv, .count = count, .comm_address = c.address, .root_src_dst = src, .tag = tag,
-               .result = memory_operand(dst), .compress_dtype = compress_dtype};
-  call.outputs[0] = output(dst, count, to_fpga);
-  return call.issue(waitfor, run_async);
-}
-
-RequestPtr ACCL::recv(dataType dst_type, unsigned int count, unsigned int src, unsigned int tag, communicatorId comm,
-                      dataType compress_dtype, bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kRecv);
-  const auto& c = call.check.comm(comm);
-  call.check.rank_in("source", src, c, true);
-  call.check.data_type("the stream", dst_type);
-  call.spec = {.scenario = abi::kRecv, .count = count, .comm_address = c.address, .root_src_dst = src, .tag = tag,
-               .result = stream_operand(dst_type), .compress_dtype = compress_dtype};
-  return call.issue(waitfor, run_async);
-}
-
-// ---------------------------------------------------------------------------
-// Collectives
-// ---------------------------------------------------------------------------
-
-RequestPtr ACCL::bcast(BaseBuffer& buf, unsigned int count, unsigned int root, communicatorId comm, bool from_fpga,
-                       bool to_fpga, dataType compress_dtype, bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kBcast);
-  const auto& c = call.check.comm(comm);
-  call.check.rank_in("root", root, c);
-  call.check.buffer("buf", buf, count);
-  call.spec = {.scenario = abi::kBcast, .count = count, .comm_address = c.address, .root_src_dst = root,
-               .op0 = memory_operand(buf), .result = memory_operand(buf), .compress_dtype = compress_dtype};
-  // Only the root's data goes out; only the others' buffers change.
-  const bool is_root = c.local_rank == root;
-  call.inputs[0] = input(buf, is_root ? count : 0, from_fpga);
-  call.outputs[0] = output(buf, is_root ? 0 : count, to_fpga);
-  return call.issue(waitfor, run_async);
-}
-
-RequestPtr ACCL::scatter(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned int count, unsigned int root,
-                         communicatorId comm, bool from_fpga, bool to_fpga, dataType compress_dtype, bool run_async,
-                         const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kScatter);
-  const auto& c = call.check.comm(comm);
-  call.check.rank_in("root", root, c);
-  const bool is_root = c.local_rank == root;
-  const uint64_t all = uint64_t{count} * c.size;
-  call.check.buffer("sendbuf", sendbuf, is_root ? all : 0, "count x communicator size on the root");
-  call.check.buffer("recvbuf", recvbuf, count);
-  call.spec = {.scenario = abi::kScatter, .count = count, .comm_address = c.address, .root_src_dst = root,
-               .op0 = memory_operand(sendbuf), .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
-  call.inputs[0] = input(sendbuf, is_root ? all : 0, from_fpga);
-  call.outputs[0] = output(recvbuf, count, to_fpga);
-  return call.issue(waitfor, run_async);
-}
-
-RequestPtr ACCL::gather(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned int count, unsigned int root,
-                        communicatorId comm, bool from_fpga, bool to_fpga, dataType compress_dtype, bool run_async,
-                        const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kGather);
-  const auto& c = call.check.comm(comm);
-  call.check.rank_in("root", root, c);
-  const bool is_root = c.local_rank == root;
-  const uint64_t all = uint64_t{count} * c.size;
-  call.check.buffer("sendbuf", sendbuf, count);
-  call.check.buffer("recvbuf", recvbuf, is_root ? all : 0, "count x communicator size on the root");
-  call.spec = {.scenario = abi::kGather, .count = count, .comm_address = c.address, .root_src_dst = root,
-               .op0 = memory_operand(sendbuf), .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
-  call.inputs[0] = input(sendbuf, count, from_fpga);
-  call.outputs[0] = output(recvbuf, is_root ? all : 0, to_fpga);
-  return call.issue(waitfor, run_async);
-}
-
-RequestPtr ACCL::allgather(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned int count, communicatorId comm,
-                           bool from_fpga, bool to_fpga, dataType compress_dtype, bool run_async,
-                           const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kAllgather);
-  const auto& c = call.check.comm(comm);
-  const uint64_t all = uint64_t{count} * c.size;
-  call.check.buffer("sendbuf", sendbuf, count);
-  call.check.buffer("recvbuf", recvbuf, all, "count x communicator size");
-  call.spec = {.scenario = abi::kAllgather, .count = count, .comm_address = c.address, .op0 = memory_operand(sendbuf),
-               .op1 = memory_operand(recvbuf), .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
-  call.inputs[0] = input(sendbuf, count, from_fpga);
-  call.outputs[0] = output(recvbuf, all, to_fpga);
-  return call.issue(waitfor, run_async);
-}
-
-RequestPtr ACCL::reduce(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned int count, unsigned int root,
-                        reduceFunction func, communicatorId comm, bool from_fpga, bool to_fpga,
-                        dataType compress_dtype, bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kReduce);
-  const auto& c = call.check.comm(comm);
-  call.check.rank_in("root", root, c);
-  call.check.function(func);
-  const bool is_root = c.local_rank == root;
-  call.check.buffer("sendbuf", sendbuf, count);
-  call.check.buffer("recvbuf", recvbuf, is_root ? count : 0, "on the root");
-  call.spec = {.scenario = abi::kReduce, .count = count, .comm_address = c.address, .root_src_dst = root,
-               .function = static_cast<uint32_t>(func), .op0 = memory_operand(sendbuf),
-               .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
-  call.inputs[0] = input(sendbuf, count, from_fpga);
-  call.outputs[0] = output(recvbuf, is_root ? count : 0, to_fpga);
-  return call.issue(waitfor, run_async);
-}
-
-RequestPtr ACCL::allreduce(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned int count, reduceFunction func,
-                           communicatorId comm, bool from_fpga, bool to_fpga, dataType compress_dtype, bool run_async,
-                           const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kAllreduce);
-  const auto& c = call.check.comm(comm);
-  call.check.function(func);
-  call.check.buffer("sendbuf", sendbuf, count);
-  call.check.buffer("recvbuf", recvbuf, count);
-  call.spec = {.scenario = abi::kAllreduce, .count = count, .comm_address = c.address,
-               .function = static_cast<uint32_t>(func), .op0 = memory_operand(sendbuf), .op1 = memory_operand(recvbuf),
-               .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
-  call.inputs[0] = input(sendbuf, count, from_fpga);
-  call.outputs[0] = output(recvbuf, count, to_fpga);
-  return call.issue(waitfor, run_async);
-}
-
-RequestPtr ACCL::reduce_scatter(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned int count, reduceFunction func,
-                                communicatorId comm, bool from_fpga, bool to_fpga, dataType compress_dtype,
-                                bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kReduceScatter);
-  const auto& c = call.check.comm(comm);
-  call.check.function(func);
-  const uint64_t all = uint64_t{count} * c.size;
-  call.check.buffer("sendbuf", sendbuf, all, "count x communicator size");
-  call.check.buffer("recvbuf", recvbuf, count);
-  call.spec = {.scenario = abi::kReduceScatter, .count = count, .comm_address = c.address,
-               .function = static_cast<uint32_t>(func), .op0 = memory_operand(sendbuf),
-               .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
-  call.inputs[0] = input(sendbuf, all, from_fpga);
-  call.outputs[0] = output(recvbuf, count, to_fpga);
-  return call.issue(waitfor, run_async);
-}
-
-RequestPtr ACCL::alltoall(BaseBuffer& sendbuf, BaseBuffer& recvbuf, unsigned int count, communicatorId comm,
-                          bool from_fpga, bool to_fpga, dataType compress_dtype, bool run_async,
-                          const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kAlltoall);
-  const auto& c = call.check.comm(comm);
-  call.check.capability(abi::kCapAlltoall, "alltoall");
-  const uint64_t all = uint64_t{count} * c.size;
-  call.check.buffer("sendbuf", sendbuf, all, "count x communicator size");
-  call.check.buffer("recvbuf", recvbuf, all, "count x communicator size");
-  call.spec = {.scenario = abi::kAlltoall, .count = count, .comm_address = c.address, .op0 = memory_operand(sendbuf),
-               .op1 = memory_operand(recvbuf), .result = memory_operand(recvbuf), .compress_dtype = compress_dtype};
-  call.inputs[0] = input(sendbuf, all, from_fpga);
-  call.outputs[0] = output(recvbuf, all, to_fpga);
-  return call.issue(waitfor, run_async);
-}
-
-RequestPtr ACCL::barrier(communicatorId comm, bool run_async, const std::vector<RequestPtr>& waitfor) {
-  Call call(*impl_, kBarrier);
-  const auto& c = call.check.comm(comm);
-  call.check.capability(abi::kCapBarrier, "barrier");
-  call.spec = {.scenario = abi::kBarrier, .comm_address = c.address};
-  return call.issue_always(waitfor, run_async);
 }
 
 // ---------------------------------------------------------------------------

@@ -14,4 +14,6 @@ bool Device::test_result(CallId id, CallResult& out) {
   return true;
 }
 
+bool Device::simulated() const { return false; }
+
 }  // namespace accl

@@ -78,6 +78,9 @@ struct SyncRange {
   void copy_from_device() const;
 };
 
+// The ranges a call syncs on its way in (inputs) or out (outputs): two at most.
+using Syncs = std::array<SyncRange, 2>;
+
 // Access to BaseBuffer's private parts for the driver.
 struct BufferAccess {
   // Elements [0, elements) of `buffer` for syncing; empty for host-only
@@ -100,7 +103,7 @@ class CallRequest final : public Request {
     int rank = -1;
     std::chrono::microseconds timeout{0};
     CallId id = 0;  // 0: completed without a device call
-    std::array<SyncRange, 2> outputs;
+    Syncs outputs;
     std::vector<std::shared_ptr<CallRequest>> dependencies;  // waitfor, to report their failures
   };
   // Params by rvalue reference here and in make_request(): passed by value,
@@ -216,8 +219,7 @@ struct ACCL::Impl {
   // Validates `waitfor`, syncs `inputs` to the device and starts the call.
   // `name` must have static storage duration. Caller holds `mutex`.
   std::shared_ptr<detail::CallRequest> launch(const std::string& name, const CallWords& words,
-                                              const std::array<detail::SyncRange, 2>& inputs,
-                                              const std::array<detail::SyncRange, 2>& outputs,
+                                              const detail::Syncs& inputs, const detail::Syncs& outputs,
                                               const std::vector<RequestPtr>& waitfor);
 };
 

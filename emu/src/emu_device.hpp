@@ -94,6 +94,7 @@ class EmuDevice final : public Device, private DeliveryDriver {
   EmuDevice& operator=(const EmuDevice&) = delete;
 
   std::string name() const override { return "emu"; }
+  bool simulated() const override { return true; }
   uint32_t read(uint32_t offset) override { return xmem_.read(offset); }
   void write(uint32_t offset, uint32_t value) override { xmem_.write(offset, value); }
 

@@ -20,17 +20,14 @@
 #include "errors.hpp"
 #include "progress.hpp"
 #include "requests.hpp"
-#include "settings.hpp"
 #include "state.hpp"
 #include "stats.hpp"
 #include "types.hpp"
 
 #include <accl/config.hpp>
 #include <accl/log.hpp>
-#include <accl_emu/emulator.hpp>
-#if ACCL_PMPI_HAVE_HW
-#include <accl_hw/hw.hpp>
-#endif
+#include <accl_devices/devices.hpp>
+#include <accl_pmpi/settings.hpp>
 
 #include <unistd.h>
 
@@ -78,7 +75,7 @@ void read_settings(Settings& s) {
   s.fallback = fb == "warn" ? FallbackMode::warn : fb == "error" ? FallbackMode::error : FallbackMode::silent;
   s.trace = config::get_bool("ACCL_TRACE");
   s.stats = config::get_bool("ACCL_STATS");
-  s.device = config::get_choice("ACCL_DEVICE");
+  s.device = devices::to_string(devices::selected());
   const std::vector<bool> enabled = settings::offload_calls(config::get_string("ACCL_OFFLOAD_CALLS"));
   std::copy(enabled.begin(), enabled.end(), s.enabled.begin());
   const auto global_min = static_cast<uint64_t>(config::get_int("ACCL_MIN_BYTES"));
@@ -115,10 +112,7 @@ void read_settings(Settings& s) {
 std::string first_bad_setting(int world_size) {
   try {
     config::validate(config::Layer::core);
-    emu::validate_settings();
-#if ACCL_PMPI_HAVE_HW
-    hw::validate_settings();
-#endif
+    devices::validate_settings();
     settings::validate(world_size);
   } catch (const std::exception& e) {
     return e.what();
@@ -212,28 +206,16 @@ void start_device() {
   PollPacer::configure(static_cast<unsigned>(host_ranks), std::thread::hardware_concurrency());
 
   try {
-    if (st.s.device == "emu") {
-      emu::EmuOptions opts = emu::options_from_environment();
-      opts.port = 0;  // any free port; peers learn it below
-      opts.job_secret = secret;
-      opts.host_processes = static_cast<unsigned>(host_ranks);
-      dev = emu::create_device(opts);
-      const emu::Endpoint ep = emu::endpoint(*dev);
-      std::snprintf(me.ip, sizeof me.ip, "%s", ep.ip.c_str());
-      me.port = ep.port;
-    } else if (st.s.device == "xrt") {
-#if ACCL_PMPI_HAVE_HW
-      dev = hw::create_xrt_device(hw::options_from_environment());
-      // Public ACCL's convention for the card's network: 10.10.10.<rank+1>,
-      // port 5500 + rank (accl_network_utils).
-      std::snprintf(me.ip, sizeof me.ip, "10.10.10.%d", st.world_rank + 1);
-      me.port = 5500 + st.world_rank;
-#else
-      throw std::runtime_error("this build has no XRT backend (hw/)");
-#endif
-    } else {
-      throw std::runtime_error("unknown ACCL_DEVICE '" + st.s.device + "' (use emu, xrt or none)");
-    }
+    devices::Request request;
+    request.kind = devices::selected();
+    request.rank = st.world_rank;
+    request.host_processes = static_cast<unsigned>(host_ranks);
+    request.port = 0;  // any free port; peers learn it below
+    request.job_secret = secret;
+    devices::Opened opened = devices::open(request);
+    dev = std::move(opened.device);
+    std::snprintf(me.ip, sizeof me.ip, "%s", opened.ip.c_str());
+    me.port = opened.port;
     me.ok = 1;
   } catch (const std::exception& e) {
     me.ok = 0;
@@ -249,8 +231,8 @@ void start_device() {
     const Endpoint& e = all[static_cast<size_t>(r)];
     if (!e.ok && why.empty()) why = "rank " + std::to_string(r) + ": " + e.why;
   }
-  // Loopback endpoints cannot reach another host.
-  if (why.empty() && st.s.device == "emu") {
+  // Loopback endpoints (an emulated CCLO's default) cannot reach another host.
+  if (why.empty()) {
     for (const Endpoint& e : all) {
       if (e.host != all[0].host && (std::strncmp(e.ip, "127.", 4) == 0 || std::strncmp(all[0].ip, "127.", 4) == 0)) {
         why = "ranks on several hosts but the emulator listens on loopback (set ACCL_EMU_BIND_ADDRESS)";

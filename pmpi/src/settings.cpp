@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "settings.hpp"
+#include <accl_pmpi/settings.hpp>
 
 #include <accl/config.hpp>
+#include <accl_devices/devices.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -87,14 +88,7 @@ std::vector<bool> offload_calls(const std::string& text) {
 void validate(int world_size) {
   config::validate(config::Layer::pmpi);
   (void)offload_calls(config::get_string("ACCL_OFFLOAD_CALLS"));
-  // The in-process transport connects only CCLOs of one process; an MPI
-  // job's ranks would first meet at their first call, as a link error.
-  if (world_size > 1 && config::get_choice("ACCL_DEVICE") == "emu" &&
-      config::get_choice("ACCL_EMU_TRANSPORT") == "inproc")
-    throw config::SettingError("ACCL_EMU_TRANSPORT", config::get_string("ACCL_EMU_TRANSPORT"),
-                               "the in-process transport reaches only this process, and this MPI job has " +
-                                   std::to_string(world_size) + " ranks",
-                               "auto, shm, tcp, udp");
+  devices::check_job(world_size);
 }
 
 std::vector<std::string> unknown_setting_warnings() {

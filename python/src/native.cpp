@@ -1,10 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "native.hpp"
 
+#include <accl_devices/devices.hpp>
 #include <accl_emu/emulator.hpp>
-#if PYACCL_HAVE_HW
-#include <accl_hw/hw.hpp>
-#endif
 
 #include <stdexcept>
 #include <utility>
@@ -33,13 +31,14 @@ std::shared_ptr<NativeBuffer> NativeBuffer::slice(size_t start, size_t end) {
 
 EmuWorld::EmuWorld(unsigned size, const std::string& bind_address) {
   if (size == 0) throw std::invalid_argument("an emulated world needs at least one rank");
-  accl::emu::EmuOptions options = accl::emu::options_from_environment();
-  if (!bind_address.empty()) options.bind_address = bind_address;
-  options.port = 0;  // each device picks a free port
+  accl::devices::Request request;
+  request.kind = accl::devices::Kind::emu;
+  if (!bind_address.empty()) request.bind_address = bind_address;
+  request.port = 0;  // each device picks a free port
   for (unsigned i = 0; i < size; ++i) {
-    devices_.push_back(accl::emu::create_device(options));
-    const accl::emu::Endpoint ep = accl::emu::endpoint(*devices_.back());
-    endpoints_.push_back(EmuEndpoint{ep.ip, ep.port});
+    accl::devices::Opened opened = accl::devices::open(request);
+    devices_.push_back(std::move(opened.device));
+    endpoints_.push_back(EmuEndpoint{opened.ip, opened.port});
   }
 }
 
@@ -65,10 +64,11 @@ std::shared_ptr<Driver> EmuWorld::claim(unsigned index, const accl::arithConfigM
 std::shared_ptr<Driver> create_emulated_driver(const std::string& bind_address, int port,
                                                const accl::arithConfigMap& arith) {
   if (port < 0 || port > 0xFFFF) throw std::invalid_argument("port " + std::to_string(port) + " is not in 0..65535");
-  accl::emu::EmuOptions options = accl::emu::options_from_environment();
-  if (!bind_address.empty()) options.bind_address = bind_address;
-  options.port = static_cast<uint16_t>(port);
-  return std::make_shared<Driver>(accl::emu::create_device(options), arith);
+  accl::devices::Request request;
+  request.kind = accl::devices::Kind::emu;
+  if (!bind_address.empty()) request.bind_address = bind_address;
+  request.port = static_cast<uint16_t>(port);
+  return std::make_shared<Driver>(accl::devices::open(request).device, arith);
 }
 
 EmuEndpoint emulated_endpoint(Driver& driver) {
@@ -76,25 +76,18 @@ EmuEndpoint emulated_endpoint(Driver& driver) {
   return EmuEndpoint{ep.ip, ep.port};
 }
 
-bool have_hardware_backend() { return PYACCL_HAVE_HW != 0; }
+// The device factory always carries the XRT backend; built without XRT, it
+// says so when a card is opened.
+bool have_hardware_backend() { return true; }
 
-std::shared_ptr<Driver> create_hardware_driver([[maybe_unused]] const std::string& xclbin,
-                                               [[maybe_unused]] const std::string& board,
-                                               [[maybe_unused]] unsigned cclo_index,
-                                               [[maybe_unused]] const accl::arithConfigMap& arith) {
-#if PYACCL_HAVE_HW
-  accl::hw::XrtOptions options = accl::hw::options_from_environment();
-  options.xclbin = xclbin;
-  if (!board.empty()) options.device = board;
-  // Kernel instance names follow public ACCL's accl_network_utils.
-  const std::string index = std::to_string(cclo_index);
-  options.cclo_kernel = "ccl_offload:{ccl_offload_" + index + "}";
-  options.hostctrl_kernel = "hostctrl:{hostctrl_" + index + "_0}";
-  return std::make_shared<Driver>(accl::hw::create_xrt_device(options), arith);
-#else
-  throw std::runtime_error("pyaccl was built without the hardware backend (libaccl_hw); "
-                           "use sim_mode=True for the emulator");
-#endif
+std::shared_ptr<Driver> create_hardware_driver(const std::string& xclbin, const std::string& board,
+                                               unsigned cclo_index, const accl::arithConfigMap& arith) {
+  accl::devices::Request request;
+  request.kind = accl::devices::Kind::xrt;
+  request.xclbin = xclbin;
+  if (!board.empty()) request.card = board;
+  request.kernel_instance = cclo_index;
+  return std::make_shared<Driver>(accl::devices::open(request).device, arith);
 }
 
 void initialize(Driver& driver, const std::vector<RankSpec>& ranks, int local_rank, unsigned nbufs,

@@ -9,9 +9,9 @@
 #include <accl/config.hpp>
 #include <accl_emu/emulator.hpp>
 #include <accl_hw/hw.hpp>
+#include <accl_pmpi/settings.hpp>
 
 #include "scoped_env.hpp"
-#include "settings.hpp"  // pmpi/src
 
 #include <gtest/gtest.h>
 

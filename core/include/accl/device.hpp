@@ -2,7 +2,8 @@
 //
 // The register-level CCLO device seen by the driver. Both the bundled emulator
 // (emu/) and the XRT backend (hw/) implement this one interface; the driver
-// cannot tell them apart except by speed.
+// cannot tell them apart except by speed (and simulated()). Which one a
+// process opens is decided in one place, devices/ (accl_devices/devices.hpp).
 #pragma once
 
 #include <accl/abi.hpp>
@@ -94,6 +95,11 @@ class Device {
   // (Defined out of line: inlined, callers paid for a guess at the target
   // on their every poll.)
   virtual bool test_result(CallId id, CallResult& out);
+
+  // Whether the CCLO is simulated in software (the bundled emulator, a
+  // simulator client) rather than an FPGA. A property of the device, not of
+  // its name: the default is hardware.
+  virtual bool simulated() const;
 };
 
 }  // namespace accl

@@ -2,7 +2,8 @@
 //
 // The XRT hardware backend: one accl::Device over an Alveo card running the
 // ACCL CCLO xclbin. Which backend a process uses (ACCL_DEVICE) is decided by
-// the PMPI layer / the application; this header only builds the xrt one.
+// the device factory (devices/) or the application; this header only builds
+// the xrt one.
 #pragma once
 
 #include <accl/device.hpp>

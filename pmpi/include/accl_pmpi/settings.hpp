@@ -5,7 +5,8 @@
 // against the settings table (core/src/config_table.cpp); this adds what
 // only this layer knows: the MPI call names of ACCL_OFFLOAD_CALLS and of the
 // per-call thresholds ACCL_<CALL>_MIN_BYTES / _MAX_BYTES, and settings that
-// do not fit an MPI job (ACCL_EMU_TRANSPORT=inproc with several ranks).
+// do not fit an MPI job (ACCL_EMU_TRANSPORT=inproc with several ranks, which
+// the device factory judges: devices::check_job).
 #pragma once
 
 #include <string>

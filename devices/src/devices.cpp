@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <accl_devices/devices.hpp>
+
+#include <accl/config.hpp>
+#include <accl_emu/emulator.hpp>
+#include <accl_hw/hw.hpp>
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace accl::devices {
+namespace {
+
+Opened open_emulated(const Request& request) {
+  emu::EmuOptions options = emu::options_from_environment();
+  if (request.bind_address) options.bind_address = *request.bind_address;
+  options.port = request.port;
+  if (request.job_secret) options.job_secret = *request.job_secret;
+  options.host_processes = request.host_processes;
+  Opened out;
+  out.device = emu::create_device(options);
+  const emu::Endpoint ep = emu::endpoint(*out.device);
+  out.ip = ep.ip;
+  out.port = ep.port;
+  return out;
+}
+
+Opened open_card(const Request& request) {
+  hw::XrtOptions options = hw::options_from_environment();
+  if (request.xclbin) options.xclbin = *request.xclbin;
+  if (request.card) options.device = *request.card;
+  if (request.kernel_instance) {
+    // Kernel instance names follow public ACCL's accl_network_utils.
+    const std::string index = std::to_string(*request.kernel_instance);
+    options.cclo_kernel = "ccl_offload:{ccl_offload_" + index + "}";
+    options.hostctrl_kernel = "hostctrl:{hostctrl_" + index + "_0}";
+  }
+  Opened out;
+  out.device = hw::create_xrt_device(options);
+  // Public ACCL's convention for the card's network: 10.10.10.<rank+1>,
+  // port 5500 + rank (accl_network_utils).
+  out.ip = "10.10.10." + std::to_string(request.rank + 1);
+  out.port = 5500 + request.rank;
+  return out;
+}
+
+}  // namespace
+
+const char* to_string(Kind kind) {
+  switch (kind) {
+    case Kind::emu: return "emu";
+    case Kind::xrt: return "xrt";
+    case Kind::none: return "none";
+  }
+  return "?";
+}
+
+Kind selected() {
+  const std::string word = config::get_choice("ACCL_DEVICE");
+  return word == "xrt" ? Kind::xrt : word == "none" ? Kind::none : Kind::emu;
+}
+
+Opened open(const Request& request) {
+  switch (request.kind) {
+    case Kind::emu: return open_emulated(request);
+    case Kind::xrt: return open_card(request);
+    case Kind::none: break;
+  }
+  throw std::invalid_argument("devices::open: kind \"none\" names no device to open");
+}
+
+std::vector<void (*)()> settings_checks() { return {&emu::validate_settings, &hw::validate_settings}; }
+
+void validate_settings() {
+  for (auto check : settings_checks()) check();
+}
+
+void check_job(int processes) {
+  // The in-process transport connects only CCLOs of one process; a job's
+  // processes would first meet at their first call, as a link error.
+  if (processes > 1 && selected() == Kind::emu && config::get_choice("ACCL_EMU_TRANSPORT") == "inproc")
+    throw config::SettingError("ACCL_EMU_TRANSPORT", config::get_string("ACCL_EMU_TRANSPORT"),
+                               "the in-process transport reaches only this process, and this MPI job has " +
+                                   std::to_string(processes) + " ranks",
+                               "auto, shm, tcp, udp");
+}
+
+}  // namespace accl::devices
