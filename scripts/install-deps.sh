@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential g++ gfortran pkg-config meson ninja-build
   libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
+  libssl-dev  # libcrypto: SHA-256 of the emulator's job secret
   libopenmpi-dev openmpi-bin
   libhwloc-dev libxrt-dev
   python3 python3-dev pybind11-dev python3-numpy python3-pytest

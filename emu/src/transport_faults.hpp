@@ -22,7 +22,7 @@
 #pragma once
 
 #include "transport.hpp"
-#include "transport_common.hpp"
+#include "transport_tuning.hpp"
 
 #include <accl/config.hpp>
 

@@ -5,7 +5,7 @@
 // on the sending thread and the payload writer produces the bytes straight
 // into the receiver's RX buffer / window: one copy, no thread hand-off.
 #include "net_address.hpp"
-#include "transport_common.hpp"
+#include "socket_address.hpp"
 #include "transport.hpp"
 
 #include <accl/log.hpp>

@@ -28,8 +28,16 @@
 // themselves, also ones still streaming in (Transport::poll; see InboundRing and PollActivity below).
 // A payload that several sends repeat goes through the sender's outbox instead of every ring (see Outbox).
 // A rendezvous payload for one peer is written by the sender straight into the receiver's window (see DirectGate).
+#include "aligned_buffer.hpp"
+#include "hello_protocol.hpp"
+#include "job_secret.hpp"
+#include "peer_links.hpp"
 #include "shm_segments.hpp"
-#include "transport_common.hpp"
+#include "socket_address.hpp"
+#include "socket_io.hpp"
+#include "thread_name.hpp"
+#include "timed_mutex.hpp"
+#include "transport_tuning.hpp"
 
 #include <accl/spin.hpp>
 
@@ -1877,8 +1885,7 @@ class ShmTransport final : public Transport, private InboundProgress {
     const size_t ring = std::clamp(tuning_.ring_bytes, kMinRingBytes, kMaxRingBytes);
     tuning_.ring_bytes = (ring + kPageBytes - 1) / kPageBytes * kPageBytes;
     tuning_.max_piece_bytes = std::clamp(round_up64(tuning_.max_piece_bytes), size_t{4096}, tuning_.ring_bytes / 2);
-    Sha256::Digest h = Sha256().update(std::string("accl-emu-shm-name-v1\n")).update(options.job_secret).finish();
-    job_hash_ = to_hex(h.data(), 8);
+    job_hash_ = shm_name_hash(options.job_secret);
     // Segments of killed jobs would hold /dev/shm memory until reboot.
     remove_stale_shm_segments();
 

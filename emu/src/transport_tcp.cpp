@@ -19,7 +19,15 @@
 // a per-connection state machine (handshake, header, payload) on non-blocking
 // reads. Small messages are parsed out of a 64 KiB read buffer; the rest of a
 // large payload is read straight into the memory the sink returned.
-#include "transport_common.hpp"
+#include "aligned_buffer.hpp"
+#include "hello_protocol.hpp"
+#include "job_secret.hpp"
+#include "peer_links.hpp"
+#include "socket_address.hpp"
+#include "socket_io.hpp"
+#include "thread_name.hpp"
+#include "timed_mutex.hpp"
+#include "transport_tuning.hpp"
 
 #include <netinet/tcp.h>
 #include <sys/epoll.h>

@@ -39,8 +39,16 @@
 // link when retries run out. With UdpTuning::retransmit = false, any gap or
 // corrupt datagram breaks the link instead (detect and report). Either way
 // nothing corrupt, partial, duplicated or out of order reaches the sink.
-#include "transport_common.hpp"
+#include "crc32c.hpp"
+#include "hello_protocol.hpp"
+#include "job_secret.hpp"
+#include "net_address.hpp"
+#include "socket_address.hpp"
+#include "socket_io.hpp"
+#include "thread_name.hpp"
+#include "timed_mutex.hpp"
 #include "transport_faults.hpp"
+#include "transport_tuning.hpp"
 
 #include <sys/eventfd.h>
 

@@ -23,7 +23,7 @@
 #include "fuzz_common.hpp"
 
 #include "emu_device.hpp"
-#include "transport_common.hpp"
+#include "hello_protocol.hpp"
 
 #include <accl/log.hpp>
 

@@ -68,6 +68,7 @@ if ! "$cxx" -fsanitize=fuzzer,address,undefined "$probe.cpp" -o "$probe" >"$prob
 fi
 spdlog_flags=$(pkg-config --cflags spdlog 2>/dev/null || echo "-DSPDLOG_SHARED_LIB -DSPDLOG_COMPILED_LIB -DSPDLOG_FMT_EXTERNAL")
 spdlog_libs=$(pkg-config --libs spdlog fmt 2>/dev/null || echo "-lspdlog -lfmt")
+crypto_libs=$(pkg-config --libs libcrypto 2>/dev/null || echo "-lcrypto")  # the job secret's SHA-256
 
 # --- build.ninja ---------------------------------------------------------------
 # Every source of the emulator and the firmware is compiled (a glob, so files
@@ -102,7 +103,7 @@ gxx_only=${ACCL_FUZZ_GXX_ONLY:-}
   echo "rule ar"
   echo "  command = rm -f \$out && ar crs \$out \$in"
   echo "rule link"
-  echo "  command = \$cxx -fsanitize=fuzzer,address,undefined \$in -o \$out $spdlog_libs -lpthread -lrt"
+  echo "  command = \$cxx -fsanitize=fuzzer,address,undefined \$in -o \$out $spdlog_libs $crypto_libs -lpthread -lrt"
   echo "  description = LINK \$out"
   libobjs=""
   fwobjs=""

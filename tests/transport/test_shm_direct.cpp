@@ -321,7 +321,7 @@ TEST(ShmDirect, PeersThatDisagreeUseTheRing) {
 }
 
 // Unset, the threshold follows how fast this host's kernel copies between
-// processes compared with memcpy (transport_common.hpp says why).
+// processes compared with memcpy (transport_tuning.hpp says why).
 TEST(ShmDirect, TheDefaultThresholdFollowsTheHostsCopyCosts) {
   EXPECT_EQ(shm_direct_min_for(57'000, 30'000), kShmDirectDefaultMinBytes) << "kernel copy 1.9x memcpy";
   EXPECT_EQ(shm_direct_min_for(46'000, 23'000), kShmDirectDefaultMinBytes) << "exactly 2x";

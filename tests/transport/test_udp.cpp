@@ -4,6 +4,7 @@
 // loss, corruption, duplicates and reordering repaired by retransmission),
 // detect-and-report mode, and wire-level tests with raw datagrams.
 #include "conformance.hpp"
+#include "crc32c.hpp"
 
 #include <optional>
 

@@ -6,7 +6,12 @@
 
 #include "copy_writer.hpp"  // tests/shared
 #include "transport.hpp"
-#include "transport_common.hpp"
+#include "aligned_buffer.hpp"
+#include "hello_protocol.hpp"
+#include "job_secret.hpp"
+#include "socket_address.hpp"
+#include "socket_io.hpp"
+#include "transport_tuning.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -29,7 +34,7 @@ using namespace std::chrono_literals;
 
 struct AddressLess {
   bool operator()(const NetAddress& a, const NetAddress& b) const {
-    return transport_detail::address_key(a) < transport_detail::address_key(b);
+    return address_key(a) < address_key(b);
   }
 };
 
