@@ -52,7 +52,7 @@ struct ShmTuning {
   std::chrono::milliseconds local_connect_grace{2000};
   std::chrono::milliseconds handshake_timeout{5000};
   // How long after a host thread's last Transport::poll() the reader threads
-  // leave delivery to the pollers (see PollActivity in transport_shm.cpp);
+  // leave delivery to the pollers (see PollActivity in shm/poll_activity.hpp);
   // a message sent later wakes a parked reader. make_shm_transport(options)
   // takes it from shm_poll_lease().
   std::chrono::microseconds poll_lease{1000};
@@ -68,12 +68,12 @@ struct ShmTuning {
   std::chrono::microseconds lease_backstop{10000};
   // Bytes of the outbox (rounded up to whole pages) that holds payloads sent
   // to several peers, copied once for all of them (see Outbox in
-  // transport_shm.cpp); payloads of up to half of it use it. Its pages are
+  // shm/outbox.hpp); payloads of up to half of it use it. Its pages are
   // allocated and touched at the first such payload. 0: no outbox.
   size_t outbox_bytes = size_t{4} << 20;
   // Smallest rendezvous payload for one peer that the sender writes straight
   // into the receiver's window with process_vm_writev (see DirectGate in
-  // transport_shm.cpp): one copy instead of two. 0: never. Both sides must
+  // shm/direct_writes.hpp): one copy instead of two. 0: never. Both sides must
   // allow it. (make_shm_transport takes it from ACCL_EMU_SHM_DIRECT_BYTES or,
   // unset, from the host's measured copy costs: shm_direct_min_bytes.)
   size_t direct_min_bytes = 0;

@@ -76,8 +76,9 @@ crypto_libs=$(pkg-config --libs libcrypto 2>/dev/null || echo "-lcrypto")  # the
 # the linker takes what each harness needs. Library code gets
 # coverage instrumentation without the libFuzzer main (fuzzer-no-link).
 emu_defs="-DACCL_EMU_HAVE_FIRMWARE=1"
-for k in tcp udp shm; do
-  [ -f "$src/emu/src/transport_$k.cpp" ] && emu_defs="$emu_defs -DACCL_EMU_HAVE_$(echo $k | tr a-z A-Z)=1"
+# Each transport's first file, as emu/meson.build has them.
+for k in tcp:transport_tcp.cpp udp:transport_udp.cpp shm:shm/shm_transport.cpp; do
+  [ -f "$src/emu/src/${k#*:}" ] && emu_defs="$emu_defs -DACCL_EMU_HAVE_$(echo "${k%%:*}" | tr a-z A-Z)=1"
 done
 common="-std=c++20 -gline-tables-only -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined"
 common="$common -I$src/abi/include -I$src/core/include -I$src/emu/include -I$src/emu/src -I$src/firmware/include $spdlog_flags"
@@ -113,11 +114,11 @@ gxx_only=${ACCL_FUZZ_GXX_ONLY:-}
   # never linked into a harness and were a quarter of this build's time. A
   # harness that comes to need another core file fails to link, naming it.
   lib_sources="$src/core/src/config.cpp $src/core/src/config_table.cpp $src/core/src/log.cpp $src/core/src/device.cpp"
-  for f in "$src"/emu/src/*.cpp; do
+  for f in "$src"/emu/src/*.cpp "$src"/emu/src/*/*.cpp; do
     [ "$(basename "$f")" = local_world.cpp ] || lib_sources="$lib_sources $f"
   done
   for f in $lib_sources; do
-    o="obj/lib/$(basename "$(dirname "$(dirname "$f")")")_$(basename "$f" .cpp).o"
+    o="obj/lib/$(echo "${f#"$src"/}" | tr / _ | sed 's/\.cpp$/.o/')"
     case " $gxx_only " in
       *" ${f#"$src"/} "*)
         echo "build $o: gxx $f"

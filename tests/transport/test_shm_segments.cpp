@@ -4,7 +4,7 @@
 // link's handshake ran leaves its segment behind (the name is unlinked only
 // once both sides mapped it); the next shared-memory transport on the host
 // removes the segments whose creating process is gone, and nothing else.
-#include "shm_segments.hpp"
+#include "shm/shm_segments.hpp"
 #include "transport_test_util.hpp"
 
 #include <fcntl.h>
