@@ -15,7 +15,7 @@
 # traces from the symbol tables (no debug information); TSan keeps line tables
 # (-g1) for its race reports. Measured on the 2-core VM, per heavy translation
 # unit: -O2 -g -> -O2 -g0 30 -> 18 s (test_collectives.cpp); ASan -O2 -g ->
-# -O1 -g1 -> -O1 -g0 72 -> 28 -> 23 s (transport_udp.cpp). CI on a clean
+# -O1 -g1 -> -O1 -g0 72 -> 28 -> 23 s (transport_udp.cpp, now emu/src/udp/). CI on a clean
 # clone: 46 min (stop 14, -O2 -g everywhere) -> 27 min (stages 770 / 611 /
 # 257 s) on a VM about twice as slow as the one of stop 13. Each source file is
 # compiled once per build (tests/transport links the emulator's transport

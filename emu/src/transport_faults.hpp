@@ -66,8 +66,8 @@ std::shared_ptr<Link> wrap_with_faults(std::shared_ptr<Link> link, const FaultSp
 // (N = round(1/p)). Those apply to every outgoing data datagram of the
 // transport and are chosen by a hash of the datagram count: reproducible, but
 // neither seed=, peer= nor from= can steer them.
-// Header-only (like apply_udp_faults_from_environment): transport_udp.cpp is
-// also built on its own into tests/transport's library, without our .cpp.
+// Header-only (like apply_udp_faults_from_environment): udp/udp_transport.cpp
+// is also built on its own into tests/transport's library, without our .cpp.
 inline void apply_udp_faults(UdpTuning& tuning, const FaultSpec& spec) {
   auto every = [](double p) -> uint32_t { return p <= 0 ? 0 : static_cast<uint32_t>(std::max(1.0, std::round(1.0 / p))); };
   tuning.drop_every = every(spec.drop);

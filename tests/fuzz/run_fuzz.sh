@@ -77,7 +77,7 @@ crypto_libs=$(pkg-config --libs libcrypto 2>/dev/null || echo "-lcrypto")  # the
 # coverage instrumentation without the libFuzzer main (fuzzer-no-link).
 emu_defs="-DACCL_EMU_HAVE_FIRMWARE=1"
 # Each transport's first file, as emu/meson.build has them.
-for k in tcp:transport_tcp.cpp udp:transport_udp.cpp shm:shm/shm_transport.cpp; do
+for k in tcp:transport_tcp.cpp udp:udp/udp_transport.cpp shm:shm/shm_transport.cpp; do
   [ -f "$src/emu/src/${k#*:}" ] && emu_defs="$emu_defs -DACCL_EMU_HAVE_$(echo "${k%%:*}" | tr a-z A-Z)=1"
 done
 common="-std=c++20 -gline-tables-only -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined"
