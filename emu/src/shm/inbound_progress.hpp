@@ -11,7 +11,8 @@ namespace shm __attribute__((visibility("hidden"))) {
 inline thread_local bool t_shm_reader_thread = false;
 
 // What a sender waiting for ring space does for its own process's inbound
-// rings (the transport implements it; it outlives every send, see stop()).
+// rings (the transport implements it; it outlives every send, see
+// ShmTransport::stop()).
 class InboundProgress {
  public:
   virtual ~InboundProgress() = default;
