@@ -71,30 +71,21 @@ class CcloEmuSession {
   }
 
  private:
-  static bool port_free(int port) {
+  // Whether `op` (bind or connect) succeeds for a TCP socket on 127.0.0.1:port.
+  template <typename Op>
+  static bool loopback_ok(int port, Op op) {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return false;
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    const bool ok = op(fd, reinterpret_cast<sockaddr*>(&a), socklen_t{sizeof a}) == 0;
     ::close(fd);
     return ok;
   }
-  // A block of `count` ports nobody holds, spread by pid so concurrent test
-  // runs on the machine start apart.
-  static bool accepts(int port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return false;
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    ::close(fd);
-    return ok;
-  }
+  static bool port_free(int port) { return loopback_ok(port, ::bind); }
+  static bool accepts(int port) { return loopback_ok(port, ::connect); }
   // cclo_emu binds its command port first, then spends ~5 s setting up before
   // it answers (the device's first request waits for that); a device made
   // before the bind would find nothing there.
