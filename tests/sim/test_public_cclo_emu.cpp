@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// The driver on public ACCL's firmware: two ACCL instances (one thread each)
-// over the simulator-session device, each connected to its own public
+// The driver on public ACCL's firmware: 2 and 3 ACCL instances (one thread
+// each) over the simulator-session device, each connected to its own public
 // cclo_emu process (the public control program and HLS data path compiled
 // for the host). Only what public rules allow: eager messages (every payload
 // at most the RX buffer size), SUM and MAX, explicit tags, rendezvous size
-// above the eager size. cclo_emu sleeps ~10 ms per Ethernet packet, so counts are small.
+// above the eager size. cclo_emu sleeps ~10 ms per Ethernet packet, so
+// counts are small.
 //
 // Exit 77 (skipped) with the reason when cclo_emu is not built: build it with
 // `ninja -C build accl-public-emu` (public ACCL's build.sh, 3-6 minutes).
@@ -31,7 +32,6 @@ using accl::ACCL;
 using accl::dataType;
 using accl::reduceFunction;
 
-constexpr int kRanks = 2;
 constexpr unsigned kCount = 16;
 
 std::string g_cclo_emu;  // path, set by main
@@ -44,17 +44,17 @@ std::string file_text(const std::string& path) {
 }
 
 // One driver per rank on the session, initialized as public rules require.
-std::unique_ptr<ACCL> open_rank(const std::string& address, int rank) {
+std::unique_ptr<ACCL> open_rank(const std::string& address, int rank, int size) {
   hw::SimOptions o;
   o.address = address;
   o.rank = rank;
-  o.size = kRanks;
+  o.size = size;
   o.reply_timeout = std::chrono::seconds(60);  // cclo_emu answers ~5 s after launch
   auto accl = std::make_unique<ACCL>(hw::make_sim_device(o));
   std::vector<accl::rank_t> ranks;
-  const int base = hw::parse_sim_address(address).port;
+  const int base = static_cast<int>(hw::parse_sim_address(address).port);
   // As public ACCL's drivers fill the table for cclo_emu: session id = rank.
-  for (int r = 0; r < kRanks; ++r) ranks.push_back({"127.0.0.1", base + r, r, 0});
+  for (int r = 0; r < size; ++r) ranks.push_back({"127.0.0.1", base + r, r, 0});
   accl::InitOptions init;
   init.rx_buffer_count = 4;
   init.rx_buffer_size = 1024;
@@ -64,10 +64,12 @@ std::unique_ptr<ACCL> open_rank(const std::string& address, int rank) {
   return accl;
 }
 
-class PublicCcloEmu : public ::testing::Test {
+// Parameter: the number of ranks (cclo_emu processes).
+class PublicCcloEmu : public ::testing::TestWithParam<int> {
  protected:
+  int size() const { return GetParam(); }
   void SetUp() override {
-    session_ = std::make_unique<accl::test::CcloEmuSession>(g_cclo_emu, kRanks, ACCL_SIM_TEST_LOG_DIR);
+    session_ = std::make_unique<accl::test::CcloEmuSession>(g_cclo_emu, size(), ACCL_SIM_TEST_LOG_DIR);
   }
   void TearDown() override {
     if (HasFailure())
@@ -76,19 +78,19 @@ class PublicCcloEmu : public ::testing::Test {
   }
   static std::string tail(const std::string& s) { return s.size() > 3000 ? s.substr(s.size() - 3000) : s; }
 
-  // Runs body(rank, accl) on both ranks at once; failures of either show.
+  // Runs body(rank, accl) on every rank at once; failures of any show.
   // As an MPI job would, the ranks meet after initialize (a message reaching
   // a CCLO whose RX buffers are not configured yet is lost) and before the
   // drivers go (a reset must not cut a peer's last packets short).
-  void on_both_ranks(const std::function<void(int, ACCL&)>& body) {
+  void on_all_ranks(const std::function<void(int, ACCL&)>& body) {
     std::vector<std::thread> threads;
-    std::vector<std::string> errors(kRanks);
-    std::barrier meet(kRanks);
-    for (int r = 0; r < kRanks; ++r)
+    std::vector<std::string> errors(size());
+    std::barrier meet(size());
+    for (int r = 0; r < size(); ++r)
       threads.emplace_back([&, r] {
         std::unique_ptr<ACCL> accl;
         try {
-          accl = open_rank(session_->address(), r);
+          accl = open_rank(session_->address(), r, size());
         } catch (const std::exception& e) {
           errors[r] = e.what();
         }
@@ -101,24 +103,25 @@ class PublicCcloEmu : public ::testing::Test {
         meet.arrive_and_wait();
       });
     for (auto& t : threads) t.join();
-    for (int r = 0; r < kRanks; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+    for (int r = 0; r < size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
     EXPECT_EQ(session_->exited(), "");
   }
 
   std::unique_ptr<accl::test::CcloEmuSession> session_;
 };
 
-TEST_F(PublicCcloEmu, SendRecvAllreduceBcastReduceAllgatherAtTwoRanks) {
-  on_both_ranks([](int rank, ACCL& accl) {
+TEST_P(PublicCcloEmu, SendRecvAllreduceBcastReduceAllgather) {
+  const int n = size();
+  on_all_ranks([n](int rank, ACCL& accl) {
     // The public firmware has no capability word.
     EXPECT_EQ(accl.get_capabilities(), 0u);
 
-    // send/recv, eager (64 bytes), explicit tag.
+    // send/recv from rank 0 to the last rank, eager (64 bytes), explicit tag.
     auto msg = accl.create_buffer<int32_t>(kCount);
     if (rank == 0) {
       for (unsigned i = 0; i < kCount; ++i) (*msg)[i] = static_cast<int32_t>(1000 + i);
-      accl.send(*msg, kCount, 1, 7);
-    } else {
+      accl.send(*msg, kCount, n - 1, 7);
+    } else if (rank == n - 1) {
       accl.recv(*msg, kCount, 0, 7);
       for (unsigned i = 0; i < kCount; ++i) EXPECT_EQ((*msg)[i], static_cast<int32_t>(1000 + i)) << "recv " << i;
     }
@@ -128,7 +131,8 @@ TEST_F(PublicCcloEmu, SendRecvAllreduceBcastReduceAllgatherAtTwoRanks) {
     auto dst = accl.create_buffer<float>(kCount);
     for (unsigned i = 0; i < kCount; ++i) (*src)[i] = static_cast<float>(rank * 100 + i);
     accl.allreduce(*src, *dst, kCount, reduceFunction::SUM);
-    for (unsigned i = 0; i < kCount; ++i) EXPECT_EQ((*dst)[i], static_cast<float>(100 + 2 * i)) << "allreduce " << i;
+    for (unsigned i = 0; i < kCount; ++i)
+      EXPECT_EQ((*dst)[i], static_cast<float>(100 * n * (n - 1) / 2 + n * i)) << "allreduce " << i;
 
     // bcast of 16 ints from rank 1.
     auto b = accl.create_buffer<int32_t>(kCount);
@@ -136,11 +140,11 @@ TEST_F(PublicCcloEmu, SendRecvAllreduceBcastReduceAllgatherAtTwoRanks) {
     accl.bcast(*b, kCount, 1);
     for (unsigned i = 0; i < kCount; ++i) EXPECT_EQ((*b)[i], static_cast<int32_t>(7 * i + 3)) << "bcast " << i;
 
-    // reduce MAX of 16 ints to rank 0.
+    // reduce MAX of 16 ints to rank 0: element i is largest on rank i % n.
     auto rsrc = accl.create_buffer<int32_t>(kCount);
     auto rdst = accl.create_buffer<int32_t>(kCount);
     for (unsigned i = 0; i < kCount; ++i) {
-      (*rsrc)[i] = static_cast<int32_t>(i % 2 == static_cast<unsigned>(rank) ? 50 + i : i);
+      (*rsrc)[i] = static_cast<int32_t>(i % n == static_cast<unsigned>(rank) ? 50 + i : i);
       (*rdst)[i] = -1;
     }
     accl.reduce(*rsrc, *rdst, kCount, 0, reduceFunction::MAX);
@@ -149,18 +153,19 @@ TEST_F(PublicCcloEmu, SendRecvAllreduceBcastReduceAllgatherAtTwoRanks) {
     }
 
     // allgather of 8 floats per rank.
-    constexpr unsigned kPart = kCount / 2;
+    constexpr unsigned kPart = 8;
     auto part = accl.create_buffer<float>(kPart);
-    auto all = accl.create_buffer<float>(kCount);
+    auto all = accl.create_buffer<float>(kPart * n);
     for (unsigned i = 0; i < kPart; ++i) (*part)[i] = static_cast<float>(rank * 1000 + i);
     accl.allgather(*part, *all, kPart);
-    for (unsigned i = 0; i < kCount; ++i)
+    for (unsigned i = 0; i < kPart * n; ++i)
       EXPECT_EQ((*all)[i], static_cast<float>((i / kPart) * 1000 + i % kPart)) << "allgather " << i;
   });
 }
 
-TEST_F(PublicCcloEmu, HostOnlyBuffersAreShadowedAroundCalls) {
-  on_both_ranks([](int rank, ACCL& accl) {
+TEST_P(PublicCcloEmu, HostOnlyBuffersAreShadowedAroundCalls) {
+  const int n = size();
+  on_all_ranks([n](int rank, ACCL& accl) {
     // Host-only memory lives in the session's separate host address space:
     // the device pushes operands before the call and pulls the result after.
     auto src = accl.create_buffer_host<float>(kCount);
@@ -168,9 +173,13 @@ TEST_F(PublicCcloEmu, HostOnlyBuffersAreShadowedAroundCalls) {
     auto dst = accl.create_buffer_host<float>(user.data(), kCount);
     for (unsigned i = 0; i < kCount; ++i) (*src)[i] = static_cast<float>(rank + 1) * static_cast<float>(i);
     accl.allreduce(*src, *dst, kCount, reduceFunction::SUM);
-    for (unsigned i = 0; i < kCount; ++i) EXPECT_EQ(user[i], 3.0f * static_cast<float>(i)) << "allreduce " << i;
+    for (unsigned i = 0; i < kCount; ++i)
+      EXPECT_EQ(user[i], static_cast<float>(n * (n + 1) / 2) * static_cast<float>(i)) << "allreduce " << i;
   });
 }
+
+INSTANTIATE_TEST_SUITE_P(Ranks, PublicCcloEmu, ::testing::Values(2, 3),
+                         [](const ::testing::TestParamInfo<int>& p) { return std::to_string(p.param); });
 
 }  // namespace
 
