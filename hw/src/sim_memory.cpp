@@ -33,6 +33,8 @@ uint64_t SimMemory::reserve(Space& space, size_t bytes) {
   if (need > kSpaceBytes || candidate > kSpaceBytes - need)
     throw SimError("simulator session at " + session_->endpoint() + ": no room for " + std::to_string(bytes) +
                    " bytes in its " + space.name + " (256 MiB, as public ACCL's simulations)");
+  // The session learns of every buffer (the RTL simulation checks the range).
+  session_->mem_allocate(candidate, bytes, &space == &host_);
   space.used.emplace(candidate, need);
   return candidate;
 }
@@ -56,12 +58,6 @@ PortBuffer SimMemory::allocate_device(size_t bytes, unsigned bank) {
   Entry e;
   e.address = reserve(device_, bytes);
   e.bytes = bytes;
-  try {
-    session_->mem_allocate(e.address, bytes, false);
-  } catch (...) {
-    device_.used.erase(e.address);
-    throw;
-  }
   return add(std::move(e));
 }
 
@@ -83,12 +79,6 @@ PortBuffer SimMemory::map_host_entry(Entry e, size_t bytes) {
   e.host = true;
   e.bytes = bytes;
   e.address = reserve(host_, bytes);
-  try {
-    session_->mem_allocate(e.address, bytes, true);
-  } catch (...) {
-    host_.used.erase(e.address);
-    throw;
-  }
   return add(std::move(e));
 }
 

@@ -64,6 +64,7 @@ class SimMemory {
     std::unique_ptr<uint8_t[]> owned;    // host-only memory allocated here
   };
 
+  // A free range of `bytes` in `space`, announced to the session.
   uint64_t reserve(Space& space, size_t bytes);
   PortBuffer map_host_entry(Entry entry, size_t bytes);
   PortBuffer add(Entry entry);

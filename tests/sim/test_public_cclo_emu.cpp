@@ -60,6 +60,10 @@ std::unique_ptr<ACCL> open_rank(const std::string& address, int rank, int size) 
   init.rx_buffer_size = 1024;
   init.max_eager_size = 1024;       // public: at least the RX buffer size
   init.max_rendezvous_size = 4096;  // public: above the eager size, never 0
+  // A small collective takes about a second on an idle machine; on a loaded
+  // 2-core one, 3 cclo_emu processes (each spinning a dozen threads) took
+  // more than 20 s for one allreduce. The public firmware ignores the value.
+  init.timeout = std::chrono::seconds(120);
   accl->initialize(ranks, rank, init);
   return accl;
 }
