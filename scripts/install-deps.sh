@@ -11,6 +11,8 @@ packages=(
   libhwloc-dev libxrt-dev
   python3 python3-dev pybind11-dev python3-numpy python3-pytest
   clang libclang-rt-14-dev iproute2 valgrind
+  # simulator-session device (ACCL_DEVICE=sim) and building public ACCL's cclo_emu for its tests
+  libzmq3-dev cppzmq-dev nlohmann-json3-dev cmake libjsoncpp-dev libtclap-dev
   # ScaLAPACK acceptance testers (tests/scalapack): xdlu, xzlu, xdqr, xsinv, xCbtest
   # (Open MPI build under /usr/lib/<arch>/scalapack/openmpi-tests) and their input files
   scalapack-mpi-test scalapack-test-common

@@ -139,6 +139,12 @@ std::vector<Setting> make_table() {
            "memory ports reach)"),
       real("ACCL_CCLO_CLOCK_MHZ", hw, "250", 1, 100000, "MHz",
            "CCLO clock of the card in MHz: converts its perf counter (cycles) to call durations"),
+      text("ACCL_SIM_ADDRESS", hw, "tcp://127.0.0.1:5500",
+           "simulator session of ACCL_DEVICE=sim (public ACCL's cclo_emu or RTL simulation): tcp://host:port of "
+           "rank 0's instance; rank r's instance listens on port + r"),
+      integer("ACCL_SIM_REPLY_TIMEOUT_MS", hw, "30000", 1, kMaxTimeoutMs, "ms",
+              "ACCL_DEVICE=sim: longest wait for one reply of the simulator session, also for the first one at "
+              "start-up (cclo_emu answers about 5 s after it starts); no reply is an error naming the session"),
       // PMPI layer
       boolean("ACCL_OFFLOAD", pmpi, "on", "PMPI: on = offload eligible calls to ACCL, off = pure interposition"),
       text("ACCL_OFFLOAD_CALLS", pmpi, "",

@@ -5,6 +5,7 @@
 #include <accl/config.hpp>
 #include <accl_hw/hw.hpp>
 #include <accl_hw/locality.hpp>
+#include <accl_hw/sim.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -80,6 +81,7 @@ void validate_settings() {
   }
   if (auto dev = config::get("ACCL_DEVICE_INDEX")) (void)parse_card(*dev);
   if (auto groups = config::get("ACCL_XRT_MEMORY_GROUPS")) (void)parse_groups(*groups);
+  if (auto address = config::get("ACCL_SIM_ADDRESS")) (void)parse_sim_address(*address);
 }
 
 XrtOptions options_from_environment() {

@@ -65,6 +65,8 @@ const std::map<std::string, std::string> kExpected = {
     {"ACCL_HOSTCTRL_KERNEL", "AAAAA"},
     {"ACCL_XRT_MEMORY_GROUPS", "RRARR"},  // group 0
     {"ACCL_CCLO_CLOCK_MHZ", "RRRRR"},
+    {"ACCL_SIM_ADDRESS", "RRRRR"},  // tcp://host:port only
+    {"ACCL_SIM_REPLY_TIMEOUT_MS", "RRRRR"},
     {"ACCL_OFFLOAD", "RRARR"},  // 0 = off
     {"ACCL_OFFLOAD_CALLS", "RRRRR"},
     {"ACCL_FALLBACK", "RRRRR"},

@@ -12,15 +12,18 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace accl::hw {
 
 // Everything the backend throws: a missing card, runtime, xclbin or kernel,
 // a bad setting, a failed runtime call. The message names what is missing.
+// `device` names the backend (the simulator-session device's SimError, sim.hpp).
 class HwError : public Error {
  public:
-  explicit HwError(const std::string& what, int rank = -1) : Error("xrt device", rank, what) {}
+  explicit HwError(const std::string& what, int rank = -1, std::string device = "xrt device")
+      : Error(std::move(device), rank, what) {}
 };
 
 // Public ACCL's kernel names (accl_network_utils), instance 0.
