@@ -40,6 +40,7 @@
 #include <accl/error.hpp>
 #include <accl_emu/emulator.hpp>
 
+#include "call_end.hpp"         // tests/shared
 #include "scoped_env.hpp"       // tests/shared
 #include "thread_switches.hpp"  // tests/shared
 
@@ -155,24 +156,15 @@ Measured wait_yield_budget() {
   auto buf = a.create_buffer<int32_t>(4);
   auto request = a.recv(*buf, 4, 1, 7, accl::GLOBAL_COMM, false, accl::dataType::none, /*run_async=*/true);
   const double cpu_before = thread_cpu_ms();
-  const auto begin = std::chrono::steady_clock::now();
-  uint32_t retcode = 0;
-  bool completed = false;
-  while (!completed && std::chrono::steady_clock::now() - begin < std::chrono::seconds(20)) {
-    try {
-      completed = a.wait(request, std::chrono::milliseconds(10));
-    } catch (const accl::DeviceError& e) {
-      retcode = e.retcode();
-      completed = true;
-    }
-  }
+  const auto wait_a_slice = [&] { return a.wait(request, std::chrono::milliseconds(10)); };
+  const accl::test::CallEnd end = accl::test::poll_until_end(wait_a_slice, std::chrono::seconds(20));
   Measured m;
   m.value = thread_cpu_ms() - cpu_before;
   m.unit = "ms CPU";
   m.target = "10-300 ms CPU";
   m.met = m.value > 10.0 && m.value < 300.0;
-  if (!completed || (retcode & accl::abi::kReceiveTimeoutError) == 0)
-    m.error = "the receive did not end with its timeout (retcode " + std::to_string(retcode) + ")";
+  if (!end.completed || (end.retcode & accl::abi::kReceiveTimeoutError) == 0)
+    m.error = "the receive did not end with its timeout (retcode " + std::to_string(end.retcode) + ")";
   return m;
 }
 

@@ -7,6 +7,10 @@
 #include "timed_mutex.hpp"
 #include "transport.hpp"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -69,5 +73,22 @@ class PeerLinks {
   const bool& stopped_;
   std::map<uint64_t, std::shared_ptr<Slot>> slots_;
 };
+
+// The start of a connection-oriented transport's stop(): false if it was
+// stopped before (nothing left to do). Otherwise sets the owner's stopped
+// flag under its state mutex, so that no connect() opens a link from now on,
+// raises `stopping` and rings the eventfd `wake_fd` its thread waits on, so
+// that the thread sees the flag and ends.
+inline bool begin_stop(std::mutex& state_mutex, bool& stopped, std::atomic<bool>& stopping, int wake_fd) {
+  {
+    std::lock_guard lock(state_mutex);
+    if (stopped) return false;
+    stopped = true;
+  }
+  stopping.store(true, std::memory_order_release);
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t ignored = ::write(wake_fd, &one, sizeof one);
+  return true;
+}
 
 }  // namespace accl::emu::transport_detail

@@ -211,14 +211,7 @@ class TcpTransport final : public Transport {
   }
 
   void stop() override {
-    {
-      std::lock_guard lock(state_mutex_);
-      if (stopped_) return;
-      stopped_ = true;
-    }
-    stopping_.store(true, std::memory_order_release);
-    uint64_t one = 1;
-    [[maybe_unused]] ssize_t ignored = ::write(wake_fd_.get(), &one, sizeof one);
+    if (!begin_stop(state_mutex_, stopped_, stopping_, wake_fd_.get())) return;
     // Only start() (under state_mutex_, before stopped_) creates the thread.
     if (receiver_.joinable()) receiver_.join();
     std::lock_guard lock(state_mutex_);

@@ -6,10 +6,11 @@
 #include <accl_hw/cclo_device.hpp>
 #include <accl_hw/hw.hpp>
 
+#include "hex.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -20,12 +21,6 @@
 
 namespace accl::hw {
 namespace {
-
-std::string hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 class CcloDevice final : public Device {
  public:

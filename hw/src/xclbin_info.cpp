@@ -3,17 +3,12 @@
 #include <accl_hw/hostctrl.hpp>
 #include <accl_hw/xclbin_info.hpp>
 
+#include "hex.hpp"
+
 #include <algorithm>
-#include <cstdio>
 
 namespace accl::hw {
 namespace {
-
-std::string hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 const XclbinMem* find_mem(const XclbinInfo& info, int32_t index) {
   for (const auto& m : info.mems)

@@ -194,6 +194,15 @@ int array_result(const ArrayOutcome& a, MPI_Status* statuses) {
   return MPI_ERR_IN_STATUS;
 }
 
+// Makes progress, then: whether every shadow request among the n is ready.
+bool progress_and_check_shadows(State& st, int n, const MPI_Request* reqs) {
+  std::lock_guard lock(st.mu);
+  progress_locked();
+  for (int i = 0; i < n; ++i)
+    if (is_shadow(reqs[i]) && !ready(as_shadow(reqs[i]))) return false;
+  return true;
+}
+
 int waitall_mixed(int n, MPI_Request* reqs, MPI_Status* statuses) {
   NativePart nat(n, reqs);
   bool natives_done = nat.size() == 0;
@@ -201,13 +210,7 @@ int waitall_mixed(int n, MPI_Request* reqs, MPI_Status* statuses) {
   PollPacer pacer;
   State& st = state();
   for (;;) {
-    bool shadows_done = true;
-    {
-      std::lock_guard lock(st.mu);
-      progress_locked();
-      for (int i = 0; i < n && shadows_done; ++i)
-        if (is_shadow(reqs[i]) && !ready(as_shadow(reqs[i]))) shadows_done = false;
-    }
+    const bool shadows_done = progress_and_check_shadows(st, n, reqs);
     if (!natives_done) {
       int flag = 0;
       native_rc = PMPI_Testall(nat.size(), nat.reqs.data(), &flag, nat.statuses.data());
@@ -231,14 +234,7 @@ int waitall_mixed(int n, MPI_Request* reqs, MPI_Status* statuses) {
 
 int testall_mixed(int n, MPI_Request* reqs, int* flag, MPI_Status* statuses) {
   State& st = state();
-  bool shadows_done = true;
-  {
-    std::lock_guard lock(st.mu);
-    progress_locked();
-    for (int i = 0; i < n && shadows_done; ++i)
-      if (is_shadow(reqs[i]) && !ready(as_shadow(reqs[i]))) shadows_done = false;
-  }
-  if (!shadows_done) {
+  if (!progress_and_check_shadows(st, n, reqs)) {
     // MPI: when the answer is "not all", no request may be touched.
     *flag = 0;
     native_progress();
@@ -265,6 +261,21 @@ int testall_mixed(int n, MPI_Request* reqs, int* flag, MPI_Status* statuses) {
   return array_result(a, statuses);
 }
 
+// Calls visit(i, r) for each active shadow request r = reqs[i] among the n
+// (st.mu held); returns how many there are.
+template <typename Visit>
+int for_active_shadows(int n, const MPI_Request* reqs, Visit&& visit) {
+  int active = 0;
+  for (int i = 0; i < n; ++i) {
+    if (!is_shadow(reqs[i])) continue;
+    const ShadowReq* r = as_shadow(reqs[i]);
+    if (!r->active) continue;
+    ++active;
+    visit(i, r);
+  }
+  return active;
+}
+
 // One pass of Waitany/Testany. Returns true when it has an answer.
 bool any_pass(int n, MPI_Request* reqs, int* index, MPI_Status* status, int* rc) {
   State& st = state();
@@ -274,13 +285,9 @@ bool any_pass(int n, MPI_Request* reqs, int* index, MPI_Status* status, int* rc)
   {
     std::lock_guard lock(st.mu);
     progress_locked();
-    for (int i = 0; i < n; ++i) {
-      if (!is_shadow(reqs[i])) continue;
-      ShadowReq* r = as_shadow(reqs[i]);
-      if (!r->active) continue;
-      ++active_shadows;
+    active_shadows = for_active_shadows(n, reqs, [&](int i, const ShadowReq* r) {
       if (found < 0 && r->complete) found = i;
-    }
+    });
     if (found >= 0) take_into(reqs, found, status, &first);
   }
   if (found >= 0) {
@@ -336,16 +343,12 @@ bool some_pass(int n, MPI_Request* reqs, int* outcount, int* indices, MPI_Status
   {
     std::lock_guard lock(st.mu);
     progress_locked();
-    for (int i = 0; i < n; ++i) {
-      if (!is_shadow(reqs[i])) continue;
-      ShadowReq* r = as_shadow(reqs[i]);
-      if (!r->active) continue;
-      ++active_shadows;
-      if (!r->complete) continue;
+    active_shadows = for_active_shadows(n, reqs, [&](int i, const ShadowReq* r) {
+      if (!r->complete) return;
       indices[count] = i;
       a.note(count, take_into(reqs, i, status_at(statuses, count), &a.first));
       ++count;
-    }
+    });
   }
   if (count > 0) {
     *outcount = count;

@@ -3,6 +3,7 @@
 // driver (accl::ACCL), ranks in one process (create_local_world).
 #include <accl_emu/emulator.hpp>
 
+#include "call_end.hpp"
 #include "scoped_env.hpp"
 
 #include <gtest/gtest.h>
@@ -58,6 +59,8 @@ std::set<std::string> thread_names() {
   return names;
 }
 
+using accl::test::CallEnd;
+using accl::test::poll_until_end;
 using accl::test::ScopedEnv;
 
 TEST(EmuEndToEnd, DeviceFacts) {
@@ -134,35 +137,53 @@ TEST(EmuEndToEnd, BcastAutomaticTransport) {
 
 }
 
+// Three ranks over o.transport; none, and `not_built` says why, where the
+// library was built without that transport.
+std::vector<std::unique_ptr<ACCL>> three_ranks_if_built(const EmuOptions& o, std::string& not_built) {
+  try {
+    return create_local_world(3, InitOptions{}, o);
+  } catch (const std::runtime_error& e) {
+    if (std::string(e.what()).find("not built") == std::string::npos) throw;
+    not_built = e.what();
+    return {};
+  }
+}
+
+// Rank 0 sends `n` floats from `buf` to rank 2 (tag 9), which checks them.
+void send_0_to_2_and_check(ACCL& a, int rank, Buffer<float>& buf, unsigned n) {
+  if (rank == 0) {
+    for (unsigned i = 0; i < n; ++i) buf[i] = static_cast<float>(i);
+    a.send(buf, n, 2, 9);
+  } else if (rank == 2) {
+    a.recv(buf, n, 0, 9);
+    for (unsigned i = 0; i < n; ++i)
+      if (buf[i] != static_cast<float>(i)) throw std::runtime_error("wrong element " + std::to_string(i));
+  }
+}
+
+// Sums `count` int64 values across three ranks and checks the result.
+void allreduce_3_ranks_and_check(ACCL& a, int rank, unsigned count) {
+  auto in = a.create_buffer<int64_t>(count), out = a.create_buffer<int64_t>(count);
+  for (unsigned i = 0; i < count; ++i) (*in)[i] = rank * 1000 + i;
+  a.allreduce(*in, *out, count, reduceFunction::SUM);
+  for (unsigned i = 0; i < count; ++i)
+    if ((*out)[i] != 3000 + 3 * static_cast<int64_t>(i)) throw std::runtime_error("wrong sum " + std::to_string(i));
+}
+
 // The same traffic over every network transport built into the library.
 class EmuEndToEndTransport : public ::testing::TestWithParam<TransportKind> {};
 
 TEST_P(EmuEndToEndTransport, RendezvousSendAndAllreduce) {
   EmuOptions o = inproc();
   o.transport = GetParam();
-  std::vector<std::unique_ptr<ACCL>> world;
-  try {
-    world = create_local_world(3, InitOptions{}, o);
-  } catch (const std::runtime_error& e) {
-    if (std::string(e.what()).find("not built") != std::string::npos) GTEST_SKIP() << e.what();
-    throw;
-  }
+  std::string not_built;
+  auto world = three_ranks_if_built(o, not_built);
+  if (world.empty()) GTEST_SKIP() << not_built;
   on_all(world, [](ACCL& a, int rank) {
     const unsigned n = 70000;  // above max_eager_size: rendezvous
     auto buf = a.create_buffer<float>(n);
-    if (rank == 0) {
-      for (unsigned i = 0; i < n; ++i) (*buf)[i] = static_cast<float>(i);
-      a.send(*buf, n, 2, 9);
-    } else if (rank == 2) {
-      a.recv(*buf, n, 0, 9);
-      for (unsigned i = 0; i < n; ++i)
-        if ((*buf)[i] != static_cast<float>(i)) throw std::runtime_error("wrong element " + std::to_string(i));
-    }
-    auto in = a.create_buffer<int64_t>(5000), out = a.create_buffer<int64_t>(5000);
-    for (unsigned i = 0; i < 5000; ++i) (*in)[i] = rank * 1000 + i;
-    a.allreduce(*in, *out, 5000, reduceFunction::SUM);
-    for (unsigned i = 0; i < 5000; ++i)
-      if ((*out)[i] != 3000 + 3 * static_cast<int64_t>(i)) throw std::runtime_error("wrong sum " + std::to_string(i));
+    send_0_to_2_and_check(a, rank, *buf, n);
+    allreduce_3_ranks_and_check(a, rank, 5000);
   });
   // The emulator's threads say what they are (top -H, perf, gdb).
   const auto names = thread_names();
@@ -183,29 +204,14 @@ TEST_P(EmuEndToEndBoundToEveryInterface, RendezvousSendAllreduceAndBcast) {
   EmuOptions o = inproc();
   o.transport = GetParam();
   o.bind_address = "0.0.0.0";
-  std::vector<std::unique_ptr<ACCL>> world;
-  try {
-    world = create_local_world(3, InitOptions{}, o);
-  } catch (const std::runtime_error& e) {
-    if (std::string(e.what()).find("not built") != std::string::npos) GTEST_SKIP() << e.what();
-    throw;
-  }
+  std::string not_built;
+  auto world = three_ranks_if_built(o, not_built);
+  if (world.empty()) GTEST_SKIP() << not_built;
   on_all(world, [](ACCL& a, int rank) {
     const unsigned n = 70000;  // every message above max_eager_size: rendezvous
     auto buf = a.create_buffer<float>(n);
-    if (rank == 0) {
-      for (unsigned i = 0; i < n; ++i) (*buf)[i] = static_cast<float>(i);
-      a.send(*buf, n, 2, 9);
-    } else if (rank == 2) {
-      a.recv(*buf, n, 0, 9);
-      for (unsigned i = 0; i < n; ++i)
-        if ((*buf)[i] != static_cast<float>(i)) throw std::runtime_error("wrong element " + std::to_string(i));
-    }
-    auto in = a.create_buffer<int64_t>(n), out = a.create_buffer<int64_t>(n);
-    for (unsigned i = 0; i < n; ++i) (*in)[i] = rank * 1000 + i;
-    a.allreduce(*in, *out, n, reduceFunction::SUM);
-    for (unsigned i = 0; i < n; ++i)
-      if ((*out)[i] != 3000 + 3 * static_cast<int64_t>(i)) throw std::runtime_error("wrong sum " + std::to_string(i));
+    send_0_to_2_and_check(a, rank, *buf, n);
+    allreduce_3_ranks_and_check(a, rank, n);
     for (unsigned i = 0; i < n; ++i) (*buf)[i] = rank == 1 ? 0.25f * static_cast<float>(i) : -1.0f;
     a.bcast(*buf, n, 1);
     for (unsigned i = 0; i < n; ++i)
@@ -288,19 +294,10 @@ TEST(EmuEndToEnd, OversubscribedSlicedWaitEndsAtTheTimeout) {
   a.set_timeout(std::chrono::microseconds(300'000));
   auto buf = a.create_buffer<int32_t>(4);
   auto request = a.recv(*buf, 4, 1, 7, GLOBAL_COMM, false, dataType::none, /*run_async=*/true);
-  const auto begin = std::chrono::steady_clock::now();
-  uint32_t retcode = 0;
-  bool completed = false;
-  while (!completed && std::chrono::steady_clock::now() - begin < std::chrono::seconds(60)) {
-    try {
-      completed = a.wait(request, std::chrono::milliseconds(10));
-    } catch (const DeviceError& e) {
-      retcode = e.retcode();
-      completed = true;
-    }
-  }
-  ASSERT_TRUE(completed) << "a receive with a 0.3 s timeout was still pending after 60 s";
-  EXPECT_NE(retcode & abi::kReceiveTimeoutError, 0u) << "retcode 0x" << std::hex << retcode;
+  const auto wait_a_slice = [&] { return a.wait(request, std::chrono::milliseconds(10)); };
+  const CallEnd end = poll_until_end(wait_a_slice, std::chrono::seconds(60));
+  ASSERT_TRUE(end.completed) << "a receive with a 0.3 s timeout was still pending after 60 s";
+  EXPECT_NE(end.retcode & abi::kReceiveTimeoutError, 0u) << "retcode 0x" << std::hex << end.retcode;
 }
 
 // A rank that waits in 1 ms slices while messages it does not wait for come
@@ -348,19 +345,10 @@ TEST(EmuEndToEnd, PolledReceiveStillTimesOut) {
   auto buf = a.create_buffer<int32_t>(4);
   auto request = a.recv(*buf, 4, 1, 7, GLOBAL_COMM, false, dataType::none, /*run_async=*/true);
   const auto begin = std::chrono::steady_clock::now();
-  uint32_t retcode = 0;
-  bool completed = false;
-  while (!completed && std::chrono::steady_clock::now() - begin < std::chrono::seconds(10)) {
-    try {
-      completed = request->test();
-    } catch (const DeviceError& e) {
-      retcode = e.retcode();
-      completed = true;
-    }
-  }
+  const CallEnd end = poll_until_end([&] { return request->test(); }, std::chrono::seconds(10));
   const auto waited = std::chrono::steady_clock::now() - begin;
-  ASSERT_TRUE(completed) << "a polled receive with a 20 ms timeout was still pending after 10 s";
-  EXPECT_NE(retcode & abi::kReceiveTimeoutError, 0u) << "retcode 0x" << std::hex << retcode;
+  ASSERT_TRUE(end.completed) << "a polled receive with a 20 ms timeout was still pending after 10 s";
+  EXPECT_NE(end.retcode & abi::kReceiveTimeoutError, 0u) << "retcode 0x" << std::hex << end.retcode;
   EXPECT_LT(waited, std::chrono::seconds(2));
 }
 

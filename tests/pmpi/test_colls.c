@@ -257,6 +257,26 @@ static void t_scatter(MPI_Comm comm, const TC* tc, int count, int root, int inpl
   free(s), free(a), free(b);
 }
 
+/* MPI_Allgather and MPI_Alltoall: `count` items of tc->type to and from
+ * each rank. */
+typedef int (*ExchangeFn)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
+typedef int (*IexchangeFn)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm, MPI_Request*);
+
+/* Runs the intercepted exchange (blocking, or non-blocking and waited for)
+ * from `src` into `a`, and the PMPI one into a copy of a's `bytes` as they
+ * were before; the two must match. */
+static void exchange_against_pmpi(ExchangeFn call, IexchangeFn icall, ExchangeFn pmpi_call, MPI_Comm comm,
+                                  const TC* tc, int count, const void* src, void* a, size_t bytes, int nb) {
+  void* b = twin(a, bytes);
+  MPI_Request req;
+  int rc = nb ? wait_or(icall(src, count, tc->type, a, count, tc->type, comm, &req), &req)
+              : call(src, count, tc->type, a, count, tc->type, comm);
+  CHECK_RC(rc);
+  pmpi_call(src, count, tc->type, b, count, tc->type, comm);
+  SAME(a, b, bytes, "result differs from PMPI");
+  free(b);
+}
+
 static void t_allgather(MPI_Comm comm, const TC* tc, int count, int inplace, int nb) {
   int rank, size;
   rank_size(comm, &rank, &size);
@@ -265,15 +285,9 @@ static void t_allgather(MPI_Comm comm, const TC* tc, int count, int inplace, int
   void* s = make_data(tc, count, rank, 7);
   void* a = sentinel(all);
   if (inplace) memcpy((char*)a + (size_t)rank * blk, s, blk);
-  void* b = twin(a, all);
-  const void* src = inplace ? MPI_IN_PLACE : s;
-  MPI_Request req;
-  int rc = nb ? wait_or(MPI_Iallgather(src, count, tc->type, a, count, tc->type, comm, &req), &req)
-              : MPI_Allgather(src, count, tc->type, a, count, tc->type, comm);
-  CHECK_RC(rc);
-  PMPI_Allgather(src, count, tc->type, b, count, tc->type, comm);
-  SAME(a, b, all, "result differs from PMPI");
-  free(s), free(a), free(b);
+  exchange_against_pmpi(&MPI_Allgather, &MPI_Iallgather, &PMPI_Allgather, comm, tc, count, inplace ? MPI_IN_PLACE : s,
+                        a, all, nb);
+  free(s), free(a);
 }
 
 static void t_alltoall(MPI_Comm comm, const TC* tc, int count, int inplace, int nb) {
@@ -283,15 +297,9 @@ static void t_alltoall(MPI_Comm comm, const TC* tc, int count, int inplace, int 
   set_ctx("alltoall", tc, count, mode_text(inplace, nb));
   void* s = make_data(tc, count * size, rank, 8);
   void* a = inplace ? twin(s, all) : sentinel(all);
-  void* b = twin(a, all);
-  const void* src = inplace ? MPI_IN_PLACE : s;
-  MPI_Request req;
-  int rc = nb ? wait_or(MPI_Ialltoall(src, count, tc->type, a, count, tc->type, comm, &req), &req)
-              : MPI_Alltoall(src, count, tc->type, a, count, tc->type, comm);
-  CHECK_RC(rc);
-  PMPI_Alltoall(src, count, tc->type, b, count, tc->type, comm);
-  SAME(a, b, all, "result differs from PMPI");
-  free(s), free(a), free(b);
+  exchange_against_pmpi(&MPI_Alltoall, &MPI_Ialltoall, &PMPI_Alltoall, comm, tc, count, inplace ? MPI_IN_PLACE : s, a,
+                        all, nb);
+  free(s), free(a);
 }
 
 /* Send and receive types differ in handle but not in signature. */

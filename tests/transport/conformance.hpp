@@ -19,6 +19,12 @@ struct TransportParam {
 
 inline std::string param_name(const ::testing::TestParamInfo<TransportParam>& info) { return info.param.name; }
 
+// Instantiates the suite as `prefix` over the transport `name` that the
+// factory given last (a callable from TransportOptions) makes.
+#define ACCL_TRANSPORT_CONFORMANCE(prefix, name, ...)                                                          \
+  INSTANTIATE_TEST_SUITE_P(prefix, TransportConformance, ::testing::Values(TransportParam{name, __VA_ARGS__}), \
+                           param_name)
+
 // Two transports a and b with their sinks. Sinks are declared first so they
 // outlive the transports (destroying a transport stops it).
 struct Pair {

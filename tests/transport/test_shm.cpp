@@ -20,22 +20,16 @@ namespace {
 
 using namespace transport_detail;
 
-INSTANTIATE_TEST_SUITE_P(Shm, TransportConformance,
-                         ::testing::Values(TransportParam{"shm", [](const TransportOptions& o) {
-                           return make_shm_transport(o);
-                         }}),
-                         param_name);
+ACCL_TRANSPORT_CONFORMANCE(Shm, "shm", [](const TransportOptions& o) { return make_shm_transport(o); });
 
 // Same suite over a tiny ring: every large payload wraps and streams. Its
 // size is no power of two (rings are whole pages; ShmPoll covers 64 KiB).
-INSTANTIATE_TEST_SUITE_P(ShmTinyRing, TransportConformance,
-                         ::testing::Values(TransportParam{"shm", [](const TransportOptions& o) {
-                           ShmTuning tuning;
-                           tuning.ring_bytes = 68 << 10;
-                           tuning.max_piece_bytes = 16 << 10;
-                           return make_shm_transport(o, tuning);
-                         }}),
-                         param_name);
+ACCL_TRANSPORT_CONFORMANCE(ShmTinyRing, "shm", [](const TransportOptions& o) {
+  ShmTuning tuning;
+  tuning.ring_bytes = 68 << 10;
+  tuning.max_piece_bytes = 16 << 10;
+  return make_shm_transport(o, tuning);
+});
 
 // Our process's segment names (accl-<hash>-<ip>-<port>-<port>-<pid>-<n>):
 // other test binaries running at the same time create and unlink their own.

@@ -11,6 +11,7 @@
 #include "thread_switches.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -81,19 +82,57 @@ bool poll_until(PolledPair& p, size_t n, std::chrono::milliseconds timeout) {
   return true;
 }
 
-TEST(ShmPoll, PollingThreadConsumesWhileTheReaderIsParked) {
+// The default tuning but for a poll lease of `lease`.
+ShmTuning with_lease(std::chrono::microseconds lease) {
   ShmTuning tuning;
-  tuning.poll_lease = std::chrono::microseconds(std::chrono::seconds(60));  // the reader never takes over by itself
-  PolledPair p(tuning);
+  tuning.poll_lease = lease;
+  return tuning;
+}
+
+// A ring of 64 KiB in pieces of 16 KiB (larger messages wrap and stream)
+// and a poll lease of `lease`.
+ShmTuning small_ring(std::chrono::microseconds lease) {
+  ShmTuning tuning = with_lease(lease);
+  tuning.ring_bytes = 64 << 10;
+  tuning.max_piece_bytes = 16 << 10;
+  return tuning;
+}
+
+// Starts polling and polls until a first message is delivered, then gives
+// the reader `park` to park. The first message may still go to the reader
+// (it may be asleep with a wake-up requested from before the polls began).
+void poll_first_message(PolledPair& p, std::chrono::milliseconds park) {
+  start_polling(p);
+  ASSERT_EQ(p.send(0, 8), 0u);
+  ASSERT_TRUE(poll_until(p, 1, 5000ms));
+  std::this_thread::sleep_for(park);
+}
+
+// Ends a polling thread when the test leaves, however it leaves: clears
+// `polling`, which the thread's loop checks, and joins it.
+struct StopPoller {
+  std::atomic<bool>& polling;
+  std::thread& poller;
+  ~StopPoller() {
+    polling = false;
+    poller.join();
+  }
+};
+
+// Sends message `seed` of `bytes` while nobody polls: the reader thread
+// must take it, as the sink's message number `count`, within 5 s.
+void reader_takes(PolledPair& p, uint32_t seed, uint32_t bytes, size_t count, const char* failure) {
+  ASSERT_EQ(p.send(seed, bytes), 0u);
+  ASSERT_TRUE(p.sink.wait_messages(count, 5000ms)) << failure;
+  EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
+}
+
+TEST(ShmPoll, PollingThreadConsumesWhileTheReaderIsParked) {
+  PolledPair p(with_lease(std::chrono::seconds(60)));  // the reader never takes over by itself
   ASSERT_NE(p.link, nullptr);
   // Nothing arrived: nothing to deliver.
   EXPECT_FALSE(p.receiver->poll());
-  start_polling(p);
-  // The first message may still go to the reader (it may be asleep with a
-  // wake-up requested from before the polls began); afterwards it parks.
-  ASSERT_EQ(p.send(0, 8), 0u);
-  ASSERT_TRUE(poll_until(p, 1, 5000ms));
-  std::this_thread::sleep_for(200ms);
+  ASSERT_NO_FATAL_FAILURE(poll_first_message(p, 200ms));
   constexpr uint32_t kMessages = 50;
   for (uint32_t i = 1; i <= kMessages; ++i) {
     // Sizes from header-only to several KiB: all complete in the ring.
@@ -114,9 +153,8 @@ TEST(ShmPoll, PollingThreadConsumesWhileTheReaderIsParked) {
 
   // The polls end: the reader delivers again, without any poll.
   p.receiver->end_polling();
-  ASSERT_EQ(p.send(kMessages + 1, 100), 0u);
-  ASSERT_TRUE(p.sink.wait_messages(kMessages + 2, 5000ms)) << "the reader did not take over after end_polling()";
-  EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
+  ASSERT_NO_FATAL_FAILURE(
+      reader_takes(p, kMessages + 1, 100, kMessages + 2, "the reader did not take over after end_polling()"));
 }
 
 // The lease follows the host's processes per core (see shm_poll_lease):
@@ -157,14 +195,10 @@ TEST(ShmPoll, ConfiguredLeaseKeepsTheReaderParked) {
 }
 
 TEST(ShmPoll, ReaderTakesOverWhenThePollsStop) {
-  ShmTuning tuning;
-  tuning.poll_lease = std::chrono::microseconds(2000);
-  PolledPair p(tuning);
+  PolledPair p(with_lease(std::chrono::microseconds(2000)));
   ASSERT_NE(p.link, nullptr);
   start_polling(p);  // a lease that nobody renews (and no end_polling)
-  ASSERT_EQ(p.send(1, 64), 0u);
-  ASSERT_TRUE(p.sink.wait_messages(1, 5000ms)) << "a parked reader did not resume after the lease";
-  EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
+  ASSERT_NO_FATAL_FAILURE(reader_takes(p, 1, 64, 1, "a parked reader did not resume after the lease"));
 }
 
 // A driving loop (EmuDevice::drive_until) keeps the readers parked however
@@ -173,9 +207,7 @@ TEST(ShmPoll, ReaderTakesOverWhenThePollsStop) {
 // only compete with it for a core. Once it leaves, the lease runs out as
 // after any poll; end_polling() hands over at once, driver or not.
 TEST(ShmPoll, ReadersStayParkedWhileADriverIsOffItsCore) {
-  ShmTuning tuning;
-  tuning.poll_lease = std::chrono::microseconds(1000);
-  PolledPair p(tuning);
+  PolledPair p(with_lease(std::chrono::microseconds(1000)));
   ASSERT_NE(p.link, nullptr);
   p.receiver->driver_enters();
   start_polling(p);
@@ -189,17 +221,13 @@ TEST(ShmPoll, ReadersStayParkedWhileADriverIsOffItsCore) {
   EXPECT_EQ(p.taken().back().thread, std::this_thread::get_id());
 
   p.receiver->driver_leaves();
-  ASSERT_EQ(p.send(2, 100), 0u);
-  ASSERT_TRUE(p.sink.wait_messages(3, 5000ms)) << "the reader did not take over after the driver left";
-  EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
+  ASSERT_NO_FATAL_FAILURE(reader_takes(p, 2, 100, 3, "the reader did not take over after the driver left"));
 
   p.receiver->driver_enters();
   start_polling(p);
   std::this_thread::sleep_for(20ms);
   p.receiver->end_polling();  // the driver blocks
-  ASSERT_EQ(p.send(3, 100), 0u);
-  ASSERT_TRUE(p.sink.wait_messages(4, 5000ms)) << "the reader did not take over after end_polling()";
-  EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
+  ASSERT_NO_FATAL_FAILURE(reader_takes(p, 3, 100, 4, "the reader did not take over after end_polling()"));
   p.receiver->driver_leaves();
   for (const auto& m : p.sink.messages()) EXPECT_EQ(check_pattern(m.data, m.header.tag), std::string::npos);
 }
@@ -209,15 +237,10 @@ TEST(ShmPoll, ReadersStayParkedWhileADriverIsOffItsCore) {
 // once per lease to look at the clock (1 ms here: about 300 wake-ups in
 // the window below before).
 TEST(ShmPoll, ParkedReadersSleepThroughARunningLease) {
-  ShmTuning tuning;
-  tuning.poll_lease = std::chrono::microseconds(1000);
-  PolledPair p(tuning);
+  PolledPair p(with_lease(std::chrono::microseconds(1000)));
   ASSERT_NE(p.link, nullptr);
   p.receiver->driver_enters();  // the lease cannot lapse, however slow this thread is
-  start_polling(p);
-  ASSERT_EQ(p.send(0, 8), 0u);
-  ASSERT_TRUE(poll_until(p, 1, 5000ms));
-  std::this_thread::sleep_for(20ms);  // the reader parks
+  ASSERT_NO_FATAL_FAILURE(poll_first_message(p, 20ms));
   const long before = voluntary_switches("accl-shm-rx");
   ASSERT_GE(before, 0);
   const auto end = Clock::now() + 300ms;
@@ -229,9 +252,7 @@ TEST(ShmPoll, ParkedReadersSleepThroughARunningLease) {
   EXPECT_LE(sleeps, 10) << "parked readers woke up while the lease ran";
   p.receiver->driver_leaves();
   // The lease still ends: the reader takes over.
-  ASSERT_EQ(p.send(1, 100), 0u);
-  ASSERT_TRUE(p.sink.wait_messages(2, 5000ms)) << "a parked reader did not resume after the lease";
-  EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
+  ASSERT_NO_FATAL_FAILURE(reader_takes(p, 1, 100, 2, "a parked reader did not resume after the lease"));
 }
 
 // A reader parked under a lease that lapsed (nobody polls any more, nobody
@@ -286,9 +307,7 @@ TEST(ShmPoll, ControlThreadSleepsWhileThePollsGoOn) {
   EXPECT_LE(wakeups, 40) << "the control thread woke at every end of the lease";
   // Sent while the lease runs, then nobody polls: the backstop hands it to
   // the reader.
-  ASSERT_EQ(p.send(1, 64), 0u);
-  ASSERT_TRUE(p.sink.wait_messages(2, 5000ms)) << "the backstop did not hand the message to the reader";
-  EXPECT_NE(p.taken().back().thread, std::this_thread::get_id());
+  ASSERT_NO_FATAL_FAILURE(reader_takes(p, 1, 64, 2, "the backstop did not hand the message to the reader"));
 }
 
 TEST(ShmPoll, ReaderBracketsTheMessagesItEndsAndPollsDoNot) {
@@ -296,9 +315,7 @@ TEST(ShmPoll, ReaderBracketsTheMessagesItEndsAndPollsDoNot) {
   // (the emulator runs its firmware passes in the second call instead of
   // waking the firmware thread); a message a host thread's poll takes needs
   // no such call, the poller is the one that goes on with it.
-  ShmTuning tuning;
-  tuning.poll_lease = std::chrono::microseconds(std::chrono::seconds(60));
-  PolledPair p(tuning);
+  PolledPair p(with_lease(std::chrono::seconds(60)));
   ASSERT_NE(p.link, nullptr);
   constexpr uint32_t kByReader = 20;
   for (uint32_t i = 0; i < kByReader; ++i) {
@@ -447,16 +464,9 @@ TEST(ShmPoll, PollingThreadConsumesAStreamingMessage) {
   // Larger than the ring: never complete in it. The polling thread takes it
   // anyway, copying piece by piece as the sender publishes, while the
   // reader stays parked (no thread hand-off on the receiving side).
-  ShmTuning tuning;
-  tuning.ring_bytes = 64 << 10;
-  tuning.max_piece_bytes = 16 << 10;
-  tuning.poll_lease = std::chrono::microseconds(std::chrono::seconds(60));
-  PolledPair p(tuning);
+  PolledPair p(small_ring(std::chrono::seconds(60)));
   ASSERT_NE(p.link, nullptr);
-  start_polling(p);
-  ASSERT_EQ(p.send(0, 8), 0u);
-  ASSERT_TRUE(poll_until(p, 1, 5000ms));
-  std::this_thread::sleep_for(100ms);  // the reader parks
+  ASSERT_NO_FATAL_FAILURE(poll_first_message(p, 100ms));
   std::thread big([&] { EXPECT_EQ(p.send(1, 1 << 20), 0u); });
   EXPECT_TRUE(poll_until(p, 2, 10000ms));
   big.join();
@@ -471,16 +481,9 @@ TEST(ShmPoll, ReaderCarriesOnAMessageThePollerLeftHalfDone) {
   // The sender stalls mid-message: the poller stops waiting for it and
   // returns; once the polls end, the reader thread consumes the rest of the
   // same message (one delivery, intact), and the link stays in order.
-  ShmTuning tuning;
-  tuning.ring_bytes = 64 << 10;
-  tuning.max_piece_bytes = 16 << 10;
-  tuning.poll_lease = std::chrono::microseconds(std::chrono::seconds(60));
-  PolledPair p(tuning);
+  PolledPair p(small_ring(std::chrono::seconds(60)));
   ASSERT_NE(p.link, nullptr);
-  start_polling(p);
-  ASSERT_EQ(p.send(0, 8), 0u);
-  ASSERT_TRUE(poll_until(p, 1, 5000ms));
-  std::this_thread::sleep_for(100ms);  // the reader parks
+  ASSERT_NO_FATAL_FAILURE(poll_first_message(p, 100ms));
   constexpr size_t kBytes = 300000;
   {
     PausingSend send(p, 1, kBytes, 32 << 10);  // within the ring: nobody consumes before the pause
@@ -515,11 +518,7 @@ TEST(ShmPoll, RevokedWhileThePollerStreamsLeavesTheDestinationUnchanged) {
   // A receive that fails (its window revoked) while the polling thread is
   // streaming its message in: nothing may be stored after revoke()
   // returned, the rest is consumed and dropped, the link stays usable.
-  ShmTuning tuning;
-  tuning.ring_bytes = 64 << 10;
-  tuning.max_piece_bytes = 16 << 10;
-  tuning.poll_lease = std::chrono::microseconds(std::chrono::seconds(60));
-  PolledPair p(tuning);
+  PolledPair p(small_ring(std::chrono::seconds(60)));
   ASSERT_NE(p.link, nullptr);
   p.sink.lease_messages = true;  // read by begin_message only, which has not run yet
   std::atomic<bool> polling{true};
@@ -530,14 +529,7 @@ TEST(ShmPoll, RevokedWhileThePollerStreamsLeavesTheDestinationUnchanged) {
       polls.fetch_add(1, std::memory_order_relaxed);
     }
   });
-  struct StopPoller {
-    std::atomic<bool>& polling;
-    std::thread& poller;
-    ~StopPoller() {
-      polling = false;
-      poller.join();
-    }
-  } stop_poller{polling, poller};
+  StopPoller stop_poller{polling, poller};
   // The lease must be running (and the reader parked) before the message
   // comes, or on a loaded machine the reader may take it first.
   const auto poll_deadline = Clock::now() + 20s;
@@ -585,10 +577,7 @@ TEST(ShmPoll, HostsSendingMessagesLargerThanTheRingToEachOtherAtOnce) {
   // send(): each sender must free the other's ring while it waits for room
   // in its own, or hand its rings to its readers before it sleeps, instead
   // of both waiting out the lease (which here outlasts the send deadline).
-  ShmTuning tuning;
-  tuning.ring_bytes = 64 << 10;
-  tuning.max_piece_bytes = 16 << 10;
-  tuning.poll_lease = std::chrono::microseconds(std::chrono::seconds(60));
+  const ShmTuning tuning = small_ring(std::chrono::seconds(60));
   RecordingSink sink_a, sink_b;
   auto a = make_shm_transport(options(), tuning);
   auto b = make_shm_transport(options(), tuning);
@@ -641,11 +630,7 @@ TEST(ShmPoll, PollerAndReaderNeverDuplicateLoseOrReorder) {
   // reader takes over) and resuming (the reader parks again): reader and
   // poller hand the ring back and forth all the time. A tiny ring makes the
   // larger messages wrap and stream.
-  ShmTuning tuning;
-  tuning.ring_bytes = 64 << 10;
-  tuning.max_piece_bytes = 16 << 10;
-  tuning.poll_lease = std::chrono::microseconds(300);
-  PolledPair p(tuning);
+  PolledPair p(small_ring(std::chrono::microseconds(300)));
   ASSERT_NE(p.link, nullptr);
   constexpr uint32_t kMessages = 3000;
   std::atomic<bool> polling{true};
@@ -662,14 +647,7 @@ TEST(ShmPoll, PollerAndReaderNeverDuplicateLoseOrReorder) {
     }
   });
   const std::thread::id poller_id = poller.get_id();
-  struct StopPoller {
-    std::atomic<bool>& polling;
-    std::thread& poller;
-    ~StopPoller() {
-      polling = false;
-      poller.join();
-    }
-  } stop_poller{polling, poller};
+  StopPoller stop_poller{polling, poller};
   // Both consumers must get their chances on a loaded machine too: start
   // once the poller runs, and pause now and then.
   const auto started = Clock::now();
@@ -698,9 +676,7 @@ TEST(ShmPoll, PollerAndReaderNeverDuplicateLoseOrReorder) {
 }
 
 TEST(ShmPoll, LinkEndIsReportedOnceAfterPolledMessages) {
-  ShmTuning tuning;
-  tuning.poll_lease = std::chrono::microseconds(std::chrono::seconds(60));
-  PolledPair p(tuning);
+  PolledPair p(with_lease(std::chrono::seconds(60)));
   ASSERT_NE(p.link, nullptr);
   start_polling(p);
   ASSERT_EQ(p.send(0, 8), 0u);

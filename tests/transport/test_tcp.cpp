@@ -11,11 +11,15 @@ namespace {
 
 using namespace transport_detail;
 
-INSTANTIATE_TEST_SUITE_P(Tcp, TransportConformance,
-                         ::testing::Values(TransportParam{"tcp", [](const TransportOptions& o) {
-                           return make_tcp_transport(o);
-                         }}),
-                         param_name);
+ACCL_TRANSPORT_CONFORMANCE(Tcp, "tcp", [](const TransportOptions& o) { return make_tcp_transport(o); });
+
+// A TCP transport started into `sink` (which outlives it), for raw sockets
+// to talk to.
+std::unique_ptr<Transport> started_tcp(RecordingSink& sink, const TransportOptions& o, const TcpTuning& tuning = {}) {
+  auto t = make_tcp_transport(o, tuning);
+  t->start(sink);
+  return t;
+}
 
 // A raw client socket connected to `to`.
 UniqueFd raw_connect(const NetAddress& to) {
@@ -39,8 +43,7 @@ bool closed_by_peer(int fd) {
 
 TEST(TcpWire, GarbageHandshakeIsRefused) {
   RecordingSink sink;
-  auto t = make_tcp_transport(options());
-  t->start(sink);
+  auto t = started_tcp(sink, options());
   UniqueFd fd = raw_connect(t->local_address());
   ASSERT_TRUE(fd);
   char garbage[sizeof(HelloIdentity)];
@@ -55,8 +58,7 @@ TEST(TcpWire, GarbageHandshakeIsRefused) {
 
 TEST(TcpWire, ForgedCredentialIsRefusedBeforeAnyMessage) {
   RecordingSink sink;
-  auto t = make_tcp_transport(options("the secret"));
-  t->start(sink);
+  auto t = started_tcp(sink, options("the secret"));
   UniqueFd fd = raw_connect(t->local_address());
   ASSERT_TRUE(fd);
   HelloIdentity id = make_identity(kHelloTcp, loopback(4242), make_credential("a guess"));
@@ -78,8 +80,7 @@ TEST(TcpWire, SilentStrangerIsDroppedAfterTheHandshakeTimeout) {
   RecordingSink sink;
   TcpTuning tuning;
   tuning.handshake_timeout = 200ms;
-  auto t = make_tcp_transport(options(), tuning);
-  t->start(sink);
+  auto t = started_tcp(sink, options(), tuning);
   UniqueFd fd = raw_connect(t->local_address());
   ASSERT_TRUE(fd);
   auto t0 = Clock::now();
@@ -93,8 +94,7 @@ TEST(TcpWire, PeerCloseOrResetMidMessageIsReported) {
   for (bool reset : {false, true}) {
     SCOPED_TRACE(reset ? "reset" : "close");
     RecordingSink sink;
-    auto t = make_tcp_transport(options("s"));
-    t->start(sink);
+    auto t = started_tcp(sink, options("s"));
     UniqueFd fd = raw_connect(t->local_address());
     ASSERT_TRUE(fd);
     HelloIdentity id = make_identity(kHelloTcp, loopback(5555), make_credential("s"));
@@ -133,8 +133,7 @@ TEST(TcpWire, PeerCloseOrResetMidMessageIsReported) {
 
 TEST(TcpWire, ListensOnlyOnTheBindAddress) {
   RecordingSink sink;
-  auto t = make_tcp_transport(options());
-  t->start(sink);
+  auto t = started_tcp(sink, options());
   // 127.0.0.2 is this host too, but we bound 127.0.0.1 only.
   UniqueFd fd = raw_connect(NetAddress{0x7F000002u, t->local_address().port});
   EXPECT_FALSE(fd);

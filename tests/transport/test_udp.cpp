@@ -13,11 +13,7 @@ namespace {
 
 using namespace transport_detail;
 
-INSTANTIATE_TEST_SUITE_P(Udp, TransportConformance,
-                         ::testing::Values(TransportParam{"udp", [](const TransportOptions& o) {
-                           return make_udp_transport(o);
-                         }}),
-                         param_name);
+ACCL_TRANSPORT_CONFORMANCE(Udp, "udp", [](const TransportOptions& o) { return make_udp_transport(o); });
 
 // Every fault at once on every transport of the suite: the reliability
 // layer must hide them all.
@@ -30,11 +26,7 @@ UdpTuning faulty() {
   return t;
 }
 
-INSTANTIATE_TEST_SUITE_P(UdpFaulty, TransportConformance,
-                         ::testing::Values(TransportParam{"udp", [](const TransportOptions& o) {
-                           return make_udp_transport(o, faulty());
-                         }}),
-                         param_name);
+ACCL_TRANSPORT_CONFORMANCE(UdpFaulty, "udp", [](const TransportOptions& o) { return make_udp_transport(o, faulty()); });
 
 // Sends `n` messages of `bytes` a -> b; returns how many sends succeeded.
 int stream(Link& link, int n, size_t bytes, uint32_t first_seed = 0) {

@@ -126,14 +126,7 @@ ShmTransport::ShmTransport(const TransportOptions& options, const ShmTuning& tun
 }
 
 void ShmTransport::stop() {
-  {
-    std::lock_guard lock(state_mutex_);
-    if (stopped_) return;
-    stopped_ = true;
-  }
-  stopping_.store(true, std::memory_order_release);
-  uint64_t one = 1;
-  [[maybe_unused]] ssize_t ignored = ::write(wake_fd_.get(), &one, sizeof one);
+  if (!begin_stop(state_mutex_, stopped_, stopping_, wake_fd_.get())) return;
   if (control_thread_.joinable()) control_thread_.join();
   // The control thread is gone: the rings are ours now. No poll() (nor a
   // sender's poll_inbound()) may reach the sink once stop() returns; a
