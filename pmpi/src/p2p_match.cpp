@@ -49,6 +49,33 @@ void copy_into_user(ShadowReq* r, const void* src, uint64_t take, const TypeInfo
 // message later copies from there. Rendezvous-size payloads stay (their
 // request to send holds one slot, and the sender's early budget bounds them).
 
+// The copy (or unpack) from staging `src` into r's buffer that completes a
+// staged receive of `take` bytes (`items` items).
+PostCopy copy_from_staging(const ShadowReq* r, const void* src, uint64_t take, int items) {
+  void* dst = const_cast<void*>(r->buf);
+  return r->tinfo.contiguous ? PostCopy{PostCopy::memcpy_, dst, src, take, 0, r->type, {}}
+                             : PostCopy{PostCopy::unpack, dst, src, take, items, r->type, r->layout};
+}
+
+// Receive `r`, whose data is in host staging, completes in a progress round
+// (which runs its post copy), after the synchronous sender's ack if it waits
+// for one.
+void complete_in_progress(ShadowReq* r) {
+  r->rstate = RecvState::payload;
+  if (r->env.flags & kFlagSync) p2p_reply_queue(r);  // completes once the ack is out
+  else flight_add(r);
+}
+
+// Queues the payload receive of message `e` into `dst`, its inline tail
+// (0..3 bytes) copied behind the payload at once.
+void payload_recv_into(ShadowReq* r, const Envelope& e, void* dst, bool reply_after) {
+  const uint64_t payload = e.bytes - e.inline_bytes;
+  if (e.inline_bytes != 0) std::memcpy(static_cast<char*>(dst) + payload, e.data, e.inline_bytes);
+  r->payload_buf = &r->held.wrap(dst, payload / 4, dataType::int32);
+  r->rstate = RecvState::payload;
+  p2p_payload_recv_queue(r, reply_after);
+}
+
 bool payload_follows_eagerly(const Envelope& e) {
   const uint64_t payload = e.bytes - e.inline_bytes;
   return payload != 0 && (e.flags & kFlagRndv) == 0 && payload <= state().s.max_eager_size;
@@ -62,12 +89,7 @@ ShadowReq* drain_start(CommState* cs, const Envelope& e) {
   d->comm = cs->comm;
   d->active = true;
   copy_envelope(d->env, e);
-  const uint64_t payload = e.bytes - e.inline_bytes;
-  auto* dst = static_cast<unsigned char*>(d->held.stage(e.bytes));
-  if (e.inline_bytes != 0) std::memcpy(dst + payload, e.data, e.inline_bytes);
-  d->payload_buf = &d->held.wrap(dst, payload / 4, dataType::int32);
-  d->rstate = RecvState::payload;
-  p2p_payload_recv_queue(d, false);
+  payload_recv_into(d, e, d->held.stage(e.bytes), false);
   return d;
 }
 
@@ -81,19 +103,14 @@ void drain_adopt(ShadowReq* r, ShadowReq* d) {
     complete_now(r);
   } else {
     r->post.src = r->held.take_stage(d->held);
-    r->rstate = RecvState::payload;
-    if (r->env.flags & kFlagSync) p2p_reply_queue(r);  // completes once the ack is out
-    else flight_add(r);                                // the next progress round copies and completes it
+    complete_in_progress(r);
   }
   p2p_request_free(d);
 }
 
 // Matched receive `r` of `take` bytes (`items` items) gets its data from drain `d`.
 void drain_receive(ShadowReq* r, ShadowReq* d, uint64_t take, int items) {
-  // The source of the copy is filled in when the bytes are in.
-  r->post = r->tinfo.contiguous
-                ? PostCopy{PostCopy::memcpy_, const_cast<void*>(r->buf), nullptr, take, 0, r->type, {}}
-                : PostCopy{PostCopy::unpack, const_cast<void*>(r->buf), nullptr, take, items, r->type, r->layout};
+  r->post = copy_from_staging(r, nullptr, take, items);  // its source is known when the bytes are in
   if (d->complete) {
     drain_adopt(r, d);
   } else {
@@ -144,10 +161,8 @@ void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_d
     // progress round unpack it and complete the receive.
     void* staged = r->held.stage(take);
     std::memcpy(staged, e.data, take);
-    r->post = PostCopy{PostCopy::unpack, const_cast<void*>(r->buf), staged, take, items, r->type, r->layout};
-    r->rstate = RecvState::payload;
-    if (e.flags & kFlagSync) p2p_reply_queue(r);
-    else flight_add(r);
+    r->post = copy_from_staging(r, staged, take, items);
+    complete_in_progress(r);
     return;
   }
   if (payload == 0) {
@@ -162,14 +177,9 @@ void deliver(ShadowReq* r, const Envelope& e, std::vector<unsigned char>* self_d
     dst = const_cast<void*>(r->buf);
   } else {
     dst = r->held.stage(e.bytes);
-    r->post = ti.contiguous ? PostCopy{PostCopy::memcpy_, const_cast<void*>(r->buf), dst, take, 0, r->type, {}}
-                            : PostCopy{PostCopy::unpack, const_cast<void*>(r->buf), dst, take, items, r->type,
-                                       r->layout};
+    r->post = copy_from_staging(r, dst, take, items);
   }
-  if (e.inline_bytes != 0) std::memcpy(static_cast<char*>(dst) + payload, e.data, e.inline_bytes);
-  r->payload_buf = &r->held.wrap(dst, payload / 4, dataType::int32);
-  r->rstate = RecvState::payload;
-  p2p_payload_recv_queue(r, (e.flags & (kFlagSync | kFlagRndv)) != 0);
+  payload_recv_into(r, e, dst, (e.flags & (kFlagSync | kFlagRndv)) != 0);
 }
 
 // A message that is next in line from its source: match or queue it.
