@@ -67,7 +67,10 @@ def _default_arith_config():
 
 
 #: (float16,float16) (float32,float16) (float32,float32) (float64,float64) (int32,int32) (int64,int64),
-#: each with the function ids of SUM, MAX, MIN and PROD.
+#: each with the function ids of SUM, MAX, MIN and PROD (integers also BAND..LXOR), and the extension types
+#: the device loads when it reports them: int8, uint8, int16, uint16, uint32, uint64 (SUM..LXOR) and the
+#: packed pair types int32_int, float32_int, float64_int, int64_int, int16_int, float32_float32,
+#: float64_float64 (MINLOC, MAXLOC).
 ACCL_DEFAULT_ARITH_CONFIG = _default_arith_config()
 
 

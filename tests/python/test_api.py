@@ -96,7 +96,10 @@ def test_constructor_signature_matches_seed():
 
 
 def test_constants_match_seed():
-    assert [(f.name, int(f)) for f in ACCLReduceFunctions] == [("SUM", 0), ("MAX", 1), ("MIN", 2), ("PROD", 3)]
+    # seed 003's four, then this implementation's extensions
+    assert [(f.name, int(f)) for f in ACCLReduceFunctions] == [
+        ("SUM", 0), ("MAX", 1), ("MIN", 2), ("PROD", 3), ("BAND", 4), ("BOR", 5), ("BXOR", 6), ("LAND", 7),
+        ("LOR", 8), ("LXOR", 9), ("MINLOC", 10), ("MAXLOC", 11)]
     assert {f.name: int(f) for f in ACCLCompressionFlags} == {
         "NO_COMPRESSION": 0, "OP0_COMPRESSED": 1, "OP1_COMPRESSED": 2, "RES_COMPRESSED": 4, "ETH_COMPRESSED": 8}
     assert {f.name: int(f) for f in ACCLStreamFlags} == {"NO_STREAM": 0, "OP0_STREAM": 1, "RES_STREAM": 2}
