@@ -308,7 +308,8 @@ bool ACCL::supports(reduceFunction f, dataType t) {
   std::lock_guard lock(impl_->mutex);
   auto it = impl_->arith_slots.find({t, t});
   const auto index = static_cast<uint32_t>(f);
-  return it != impl_->arith_slots.end() && index < 32 && (it->second.defined_functions >> index & 1u) != 0;
+  return it != impl_->arith_slots.end() && index < it->second.num_functions &&
+         (it->second.undefined_functions >> index & 1u) == 0;
 }
 
 bool ACCL::is_simulated() const { return impl_->device.simulated(); }

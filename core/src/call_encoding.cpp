@@ -148,7 +148,8 @@ Encoded encode_call(const CallSpec& spec, const ArithSlots& arith) {
                   std::to_string(it->second.num_functions) + " functions)";
       return out;
     }
-    if (is_reducing(spec.scenario) && spec.function < 32 && (it->second.defined_functions >> spec.function & 1u) == 0) {
+    const bool undefined = spec.function < 32 && (it->second.undefined_functions >> spec.function & 1u) != 0;
+    if (is_reducing(spec.scenario) && undefined) {
       out.error = "reduce function " + std::to_string(spec.function) + " is not defined for the data types " +
                   pair_name(choice.uncompressed, choice.compressed);
       return out;

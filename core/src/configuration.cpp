@@ -218,12 +218,12 @@ void ACCL::Impl::load_arithmetic_configs() {
       word(abi::kArithDecompressorId, cfg.decompressor_tdest);
       word(abi::kArithNumFunctions, static_cast<uint32_t>(functions.size()));
       word(abi::kArithIsCompressed, cfg.arith_is_compressed ? 1 : 0);
-      uint32_t defined = 0;
+      uint32_t undefined = 0;
       for (size_t f = 0; f < functions.size(); ++f) {
         word(abi::kArithFunctionIds + static_cast<uint32_t>(f), functions[f]);
-        if (functions[f] != abi::kFnNone) defined |= 1u << f;
+        if (functions[f] == abi::kFnNone) undefined |= 1u << f;
       }
-      arith_slots[key] = {address, static_cast<uint32_t>(functions.size()), defined};
+      arith_slots[key] = {address, static_cast<uint32_t>(functions.size()), undefined};
     }
   }
 }
