@@ -255,11 +255,11 @@ def test_allreduce_integer_functions(world, func, dtype):
     info = np.iinfo(dtype)
 
     def values(rank):
-        v = (np.arange(count, dtype=np.int64) * 37 + rank * 11) % 250
+        v = ((np.arange(count, dtype=np.int64) * 37 + rank * 11) % 120).astype(dtype)
         v[::5] = 0  # zeros for the logical ops
-        v[1::7] = info.max  # sums and products wrap
-        v[2::7] = info.min
-        return v.astype(dtype)
+        v[1::7] = dtype(info.max)  # sums and products wrap
+        v[2::7] = dtype(info.min)
+        return v
 
     def rank_fn(rank, inst):
         sbuf = inst.allocate((count,), dtype=dtype)
