@@ -530,7 +530,7 @@ int coll_barrier(Call call, MPI_Comm comm, MPI_Request* req) {
 // ---------------------------------------------------------------------------
 using namespace accl::pmpi;
 
-namespace {
+namespace accl::pmpi {
 // Open MPI's own components call a few MPI_* (not PMPI_*) functions: ROMIO
 // calls MPI_Ialltoall and completes the request with PMPI_Wait, which knows
 // nothing of shadow requests. Non-blocking collectives started from inside
@@ -543,10 +543,7 @@ bool from_open_mpi(void* return_address) {
   return std::strncmp(base, "mca_", 4) == 0 || std::strncmp(base, "libmpi", 6) == 0 ||
          std::strncmp(base, "libompi", 7) == 0 || std::strncmp(base, "libopen-", 8) == 0;
 }
-}  // namespace
-
-#define NONBLOCKING_GUARD(native_call) \
-  if (ACCL_LIKELY(g_native_only) || from_open_mpi(__builtin_return_address(0))) return native_call
+}  // namespace accl::pmpi
 
 ACCL_PMPI_EXPORT int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   if (ACCL_LIKELY(g_native_only)) return PMPI_Bcast(buf, count, type, root, comm);

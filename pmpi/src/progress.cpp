@@ -96,7 +96,7 @@ void progress_request(ShadowReq* r) {
   }
   if (pending) return;
   // Unpacking into a derived datatype calls MPI: an application thread's round does it.
-  if (r->post.kind == PostCopy::unpack && on_progress_thread()) return;
+  if ((r->post.kind == PostCopy::unpack || r->post.kind == PostCopy::run_work) && on_progress_thread()) return;
   finish_request(r);
 }
 

@@ -104,6 +104,7 @@ ShadowReq* shadow_alloc(ReqKind kind, Call call) {
 void shadow_free(ShadowReq* r) {
   for (auto& d : r->r) d.reset();
   r->held.release();
+  r->post = PostCopy{};  // completion work owns memory and type references
   r->self_data.clear();
   r->layout.reset();
   if (r->type_ref != MPI_DATATYPE_NULL) {
