@@ -122,6 +122,14 @@ Verdict decide(Call call, MPI_Comm comm, bool topology) {
   return v;
 }
 
+// Whether the call's blocks are known (described for the offload, or for
+// the byte count of a fallback taken after the neighbourhood was).
+bool described(const Verdict& v) { return v.why == Reason::Offloaded || v.why == Reason::Fanout; }
+
+// Arguments native MPI must report: the call runs natively (unless it
+// already does for another reason).
+Reason bad_args(Reason why) { return why == Reason::Offloaded ? Reason::BadArgs : why; }
+
 // Block `count` x `type` at `base` + `offset` bytes; false for arguments
 // native MPI must report.
 bool block(std::vector<Transfer>& out, int peer, uint32_t tag, const void* base, MPI_Aint offset, int count,
@@ -190,14 +198,14 @@ int coll_neighbor_allgather(Call call, const void* sbuf, int scount, MPI_Datatyp
   CallScope scope(call);
   Verdict v = decide(call, comm, true);
   Exchange x;
-  if (v.why == Reason::Offloaded) {
+  if (described(v)) {
     const Neighborhood& nb = *v.nb;
     const std::vector<int> repeated(nb.destinations.size(), 0);
     const std::vector<int> same_count(nb.destinations.size(), scount);
     if (sbuf == MPI_IN_PLACE ||
         !v_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, same_count.data(), repeated.data(), stype) ||
         !equal_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcount, rtype, rcount * extent_of(rtype)))
-      v.why = Reason::BadArgs;
+      v.why = bad_args(v.why);
   }
   v.why = check_equal_blocks(call, v.why, scount, stype);
   if (!offload(scope, v.why, x.send_bytes(), comm))
@@ -212,14 +220,14 @@ int coll_neighbor_allgatherv(Call call, const void* sbuf, int scount, MPI_Dataty
   CallScope scope(call);
   Verdict v = decide(call, comm, true);
   Exchange x;
-  if (v.why == Reason::Offloaded) {
+  if (described(v)) {
     const Neighborhood& nb = *v.nb;
     const std::vector<int> repeated(nb.destinations.size(), 0);
     const std::vector<int> same_count(nb.destinations.size(), scount);
     if (sbuf == MPI_IN_PLACE ||
         !v_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, same_count.data(), repeated.data(), stype) ||
         !v_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcounts, rdispls, rtype))
-      v.why = Reason::BadArgs;
+      v.why = bad_args(v.why);
   }
   if (!offload(scope, v.why, x.send_bytes(), comm))
     return req ? PMPI_Ineighbor_allgatherv(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req)
@@ -232,13 +240,13 @@ int coll_neighbor_alltoall(Call call, const void* sbuf, int scount, MPI_Datatype
   CallScope scope(call);
   Verdict v = decide(call, comm, true);
   Exchange x;
-  if (v.why == Reason::Offloaded) {
+  if (described(v)) {
     const Neighborhood& nb = *v.nb;
     if (sbuf == MPI_IN_PLACE ||
         !equal_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, scount, stype,
                       scount * extent_of(stype)) ||
         !equal_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcount, rtype, rcount * extent_of(rtype)))
-      v.why = Reason::BadArgs;
+      v.why = bad_args(v.why);
   }
   v.why = check_equal_blocks(call, v.why, scount, stype);
   if (!offload(scope, v.why, x.send_bytes(), comm))
@@ -253,12 +261,12 @@ int coll_neighbor_alltoallv(Call call, const void* sbuf, const int scounts[], co
   CallScope scope(call);
   Verdict v = decide(call, comm, true);
   Exchange x;
-  if (v.why == Reason::Offloaded) {
+  if (described(v)) {
     const Neighborhood& nb = *v.nb;
     if (sbuf == MPI_IN_PLACE ||
         !v_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, scounts, sdispls, stype) ||
         !v_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcounts, rdispls, rtype))
-      v.why = Reason::BadArgs;
+      v.why = bad_args(v.why);
   }
   if (!offload(scope, v.why, x.send_bytes(), comm))
     return req ? PMPI_Ineighbor_alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req)
@@ -272,12 +280,12 @@ int coll_neighbor_alltoallw(Call call, const void* sbuf, const int scounts[], co
   CallScope scope(call);
   Verdict v = decide(call, comm, true);
   Exchange x;
-  if (v.why == Reason::Offloaded) {
+  if (described(v)) {
     const Neighborhood& nb = *v.nb;
     if (sbuf == MPI_IN_PLACE ||
         !w_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, scounts, sdispls, stypes) ||
         !w_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcounts, rdispls, rtypes))
-      v.why = Reason::BadArgs;
+      v.why = bad_args(v.why);
   }
   if (!offload(scope, v.why, x.send_bytes(), comm))
     return req ? PMPI_Ineighbor_alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req)
@@ -291,7 +299,7 @@ int coll_alltoallw(Call call, const void* sbuf, const int scounts[], const int s
   CallScope scope(call);
   Verdict v = decide(call, comm, false);
   Exchange x;
-  if (v.why == Reason::Offloaded) {
+  if (described(v)) {
     std::vector<int> peers(static_cast<size_t>(v.cs->size));
     for (int i = 0; i < v.cs->size; ++i) peers[static_cast<size_t>(i)] = i;
     const std::vector<uint32_t> tags(peers.size(), kAlltoallwTag);
@@ -299,7 +307,7 @@ int coll_alltoallw(Call call, const void* sbuf, const int scounts[], const int s
     x.in_place = sbuf == MPI_IN_PLACE;
     const bool ok = x.in_place ? w_blocks(x.sends, peers, tags, rbuf, rcounts, rdispls, rtypes)
                                : w_blocks(x.sends, peers, tags, sbuf, scounts, sdispls, stypes);
-    if (!ok || !w_blocks(x.recvs, peers, tags, rbuf, rcounts, rdispls, rtypes)) v.why = Reason::BadArgs;
+    if (!ok || !w_blocks(x.recvs, peers, tags, rbuf, rcounts, rdispls, rtypes)) v.why = bad_args(v.why);
   }
   if (!offload(scope, v.why, x.send_bytes(), comm))
     return req ? PMPI_Ialltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req)

@@ -2,7 +2,7 @@
  *
  * Neighbourhood collectives and MPI_Alltoallw, every element checked.
  *
- *   neighbor [rounds=N] [mpi_error=0]
+ *   neighbor [rounds=N] [wide=E] [mpi_error=0]
  *
  * Topologies on MPI_COMM_WORLD: 1-D and 2-D Cart, periodic and not (missing
  * neighbours are MPI_PROC_NULL: their blocks must stay untouched), a graph,
@@ -12,7 +12,8 @@
  * outstanding at once; then MPI_(I)alltoallw on MPI_COMM_WORLD, also in
  * place. v and w forms use non-zero displacements with gaps that must stay
  * untouched; alltoallv moves shorts (blocks of odd byte counts), the w forms
- * receive into strided vector types.
+ * receive into strided vector types. wide=E: only a dist-graph of E
+ * parallel edges from each rank to the next.
  *
  * Which block of a sender arrives in which block of a receiver: Cart
  * topologies send block 2d+1 (to the +d neighbour) into the receiver's block
@@ -381,15 +382,38 @@ static void run_alltoallw(MPI_Comm comm, int rank, int n) {
   free(sc), free(sd), free(rc), free(rd), free(st), free(rt), free(sbuf), free(rbuf);
 }
 
+/* A dist-graph of `edges` parallel edges from every rank to the next: with
+ * 17 or more, 34+ device sends and receives per rank, more than the layer
+ * puts in one call (it runs natively, for a named reason). */
+static void run_wide(topo_t* t, int rank, int size, int edges, int rounds) {
+  int srcs[MAXN], dsts[MAXN], weights[MAXN];
+  for (int i = 0; i < edges; i++) {
+    srcs[i] = (rank + size - 1) % size;
+    dsts[i] = (rank + 1) % size;
+    weights[i] = 1;
+  }
+  t->name = "dist-graph of parallel edges";
+  t->is_cart = 0;
+  CF_RC(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, edges, srcs, weights, edges, dsts, weights, MPI_INFO_NULL, 0,
+                                       &t->comm));
+  run_topology(t, rank, rounds);
+  MPI_Comm_free(&t->comm);
+}
+
 int main(int argc, char** argv) {
   const int size = cf_init(&argc, &argv), rank = cf_world_rank;
   const int rounds = (int)cf_int_arg(argc, argv, "rounds", 3);
-  if (rank == 0) printf("neighbor: np=%d rounds=%d\n", size, rounds);
-  if (size > 64) {
-    if (rank == 0) printf("neighbor: at most 64 ranks\n");
+  const int wide = (int)cf_int_arg(argc, argv, "wide", 0);
+  if (rank == 0) printf("neighbor: np=%d rounds=%d wide=%d\n", size, rounds, wide);
+  if (size > 64 || wide > MAXN) {
+    if (rank == 0) printf("neighbor: at most 64 ranks and 64 edges\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   static topo_t t; /* large: not on the stack */
+  if (wide > 0) {
+    run_wide(&t, rank, size, wide, rounds);
+    return cf_finish_and_finalize();
+  }
 
   for (int periodic = 1; periodic >= 0; periodic--) {
     int dims1[1] = {size}, periods1[1] = {periodic};
