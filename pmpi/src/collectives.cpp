@@ -530,12 +530,11 @@ int coll_barrier(Call call, MPI_Comm comm, MPI_Request* req) {
 // ---------------------------------------------------------------------------
 using namespace accl::pmpi;
 
-namespace accl::pmpi {
 // Open MPI's own components call a few MPI_* (not PMPI_*) functions: ROMIO
 // calls MPI_Ialltoall and completes the request with PMPI_Wait, which knows
 // nothing of shadow requests. Non-blocking collectives started from inside
 // Open MPI therefore stay native.
-bool from_open_mpi(void* return_address) {
+bool accl::pmpi::from_open_mpi(void* return_address) {
   Dl_info info;
   if (dladdr(return_address, &info) == 0 || info.dli_fname == nullptr) return false;
   const char* base = std::strrchr(info.dli_fname, '/');
@@ -543,7 +542,6 @@ bool from_open_mpi(void* return_address) {
   return std::strncmp(base, "mca_", 4) == 0 || std::strncmp(base, "libmpi", 6) == 0 ||
          std::strncmp(base, "libompi", 7) == 0 || std::strncmp(base, "libopen-", 8) == 0;
 }
-}  // namespace accl::pmpi
 
 ACCL_PMPI_EXPORT int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   if (ACCL_LIKELY(g_native_only)) return PMPI_Bcast(buf, count, type, root, comm);

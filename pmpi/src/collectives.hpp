@@ -25,11 +25,12 @@ int coll_reduce_scatter(Call call, const void* sbuf, void* rbuf, int rcount, con
                         MPI_Op op, MPI_Comm comm, MPI_Request* req);
 int coll_barrier(Call call, MPI_Comm comm, MPI_Request* req);
 
-// Whether the caller at `return_address` is Open MPI itself: its components
-// complete requests with PMPI_Wait, so their non-blocking calls stay native.
+// Whether the caller at `return_address` is Open MPI itself (its components
+// call some MPI_* functions): non-blocking collectives it starts stay native.
 bool from_open_mpi(void* return_address);
 
+}  // namespace accl::pmpi
+
+// The first line of a non-blocking collective's entry point.
 #define NONBLOCKING_GUARD(native_call) \
   if (ACCL_LIKELY(g_native_only) || from_open_mpi(__builtin_return_address(0))) return native_call
-
-}  // namespace accl::pmpi

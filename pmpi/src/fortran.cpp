@@ -15,10 +15,82 @@
 #include <utility>
 #include <vector>
 
+extern "C" {
+extern int mpi_fortran_status_ignore_;
+extern int mpi_fortran_statuses_ignore_;
+}
+
 using namespace accl::pmpi;
-using namespace accl::pmpi::fortran_abi;
+using namespace accl::pmpi::fortran;
 
 namespace {
+
+// INTEGER status(MPI_STATUS_SIZE): Open MPI's Fortran status is the C struct.
+constexpr int kStatusInts = static_cast<int>(sizeof(MPI_Status) / sizeof(MPI_Fint));
+
+bool status_ignored(const F* s) { return s == reinterpret_cast<const F*>(&mpi_fortran_status_ignore_); }
+bool statuses_ignored(const F* s) { return s == reinterpret_cast<const F*>(&mpi_fortran_statuses_ignore_); }
+
+MPI_Message msg_f2c(F f) {
+  if (ShadowReq* r = shadow_f2c(f)) return reinterpret_cast<MPI_Message>(r);
+  return PMPI_Message_f2c(f);
+}
+F msg_c2f(MPI_Message m) {
+  if (is_shadow(m)) return shadow_c2f(reinterpret_cast<ShadowReq*>(m));
+  return PMPI_Message_c2f(m);
+}
+
+// Runs `fn` with a C status and copies it out unless ignored. The C status
+// starts as the caller's, whose MPI_ERROR most calls must leave as it was.
+template <typename Fn>
+int with_status(F* fstatus, Fn&& fn) {
+  if (status_ignored(fstatus)) return fn(MPI_STATUS_IGNORE);
+  MPI_Status s;
+  PMPI_Status_f2c(fstatus, &s);
+  const int rc = fn(&s);
+  PMPI_Status_c2f(&s, fstatus);
+  return rc;
+}
+
+template <typename Fn>
+int with_new_comm(F* fcomm, Fn&& fn) {
+  return with_new_handle(fcomm, MPI_COMM_NULL, PMPI_Comm_c2f, std::forward<Fn>(fn));
+}
+
+// Runs `fn` on the C request of a Fortran one and hands back what the call
+// left in it (MPI_REQUEST_NULL once completed or freed).
+template <typename Fn>
+int with_request(F* freq, Fn&& fn) {
+  MPI_Request r = req_f2c(*freq);
+  const int rc = fn(&r);
+  *freq = req_c2f(r);
+  return rc;
+}
+
+// Request arrays: Fortran integers in, C handles for the call, back out.
+struct ReqArray {
+  std::vector<MPI_Request> c;
+  ReqArray(int n, const F* f) : c(static_cast<size_t>(n > 0 ? n : 0)) {
+    for (int i = 0; i < n; ++i) c[static_cast<size_t>(i)] = req_f2c(f[i]);
+  }
+  void back(int n, F* f) const {
+    for (int i = 0; i < n; ++i) f[i] = req_c2f(c[static_cast<size_t>(i)]);
+  }
+};
+
+struct StatusArray {
+  std::vector<MPI_Status> c;
+  F* f;
+  // Starts as the caller's statuses (see with_status).
+  explicit StatusArray(int n, F* fs) : c(statuses_ignored(fs) ? 0 : static_cast<size_t>(n > 0 ? n : 0)), f(fs) {
+    for (size_t i = 0; i < c.size(); ++i) PMPI_Status_f2c(f + i * kStatusInts, &c[i]);
+  }
+  MPI_Status* data() { return c.empty() ? MPI_STATUSES_IGNORE : c.data(); }
+  void back(int n) {
+    if (c.empty()) return;
+    for (int i = 0; i < n; ++i) PMPI_Status_c2f(&c[static_cast<size_t>(i)], f + i * kStatusInts);
+  }
+};
 
 // MPI_Waitsome and MPI_Testsome: the completed indices go out 1-based.
 int complete_some(int (*fn)(int, MPI_Request[], int*, int[], MPI_Status[]), F* n, F* reqs, F* outcount, F* indices,
@@ -281,6 +353,17 @@ FORTRAN_ROOTED(mpi_scatter, MPI_SCATTER, MPI_Scatter)
 FORTRAN_IROOTED(mpi_igather, MPI_IGATHER, MPI_Igather)
 FORTRAN_IROOTED(mpi_iscatter, MPI_ISCATTER, MPI_Iscatter)
 
+#define FORTRAN_ALL(lname, UNAME, cfn)                                                               \
+  FORTRAN(lname, UNAME, (void* sbuf, F* scount, F* stype, void* rbuf, F* rcount, F* rtype, F* c, F* ierr), { \
+    *ierr = cfn(fbuf(sbuf), *scount, type(stype), fbuf(rbuf), *rcount, type(rtype), comm(c));                \
+  })
+#define FORTRAN_IALL(lname, UNAME, cfn)                                                                   \
+  FORTRAN(lname, UNAME,                                                                                   \
+          (void* sbuf, F* scount, F* stype, void* rbuf, F* rcount, F* rtype, F* c, F* req, F* ierr), {    \
+            *ierr = with_new_request(req, [&](MPI_Request* r) {                                           \
+              return cfn(fbuf(sbuf), *scount, type(stype), fbuf(rbuf), *rcount, type(rtype), comm(c), r); \
+            });                                                                                           \
+          })
 FORTRAN_ALL(mpi_allgather, MPI_ALLGATHER, MPI_Allgather)
 FORTRAN_ALL(mpi_alltoall, MPI_ALLTOALL, MPI_Alltoall)
 FORTRAN_IALL(mpi_iallgather, MPI_IALLGATHER, MPI_Iallgather)

@@ -8,7 +8,7 @@
 #include <set>
 
 using namespace accl::pmpi;
-using namespace accl::pmpi::fortran_abi;
+using namespace accl::pmpi::fortran;
 
 // --- neighbourhood collectives and alltoallw (neighbor.cpp) -------------------------------
 namespace {
@@ -58,10 +58,21 @@ const MPI_Datatype* lasting_types(std::vector<MPI_Datatype>&& types) {
 }
 }  // namespace
 
-FORTRAN_ALL(mpi_neighbor_allgather, MPI_NEIGHBOR_ALLGATHER, MPI_Neighbor_allgather)
-FORTRAN_ALL(mpi_neighbor_alltoall, MPI_NEIGHBOR_ALLTOALL, MPI_Neighbor_alltoall)
-FORTRAN_IALL(mpi_ineighbor_allgather, MPI_INEIGHBOR_ALLGATHER, MPI_Ineighbor_allgather)
-FORTRAN_IALL(mpi_ineighbor_alltoall, MPI_INEIGHBOR_ALLTOALL, MPI_Ineighbor_alltoall)
+#define FORTRAN_NEIGHBOR(lname, UNAME, cfn)                                                              \
+  FORTRAN(lname, UNAME, (void* sbuf, F* scount, F* stype, void* rbuf, F* rcount, F* rtype, F* c, F* ierr), { \
+    *ierr = cfn(fbuf(sbuf), *scount, type(stype), fbuf(rbuf), *rcount, type(rtype), comm(c));                \
+  })
+#define FORTRAN_INEIGHBOR(lname, UNAME, cfn)                                                              \
+  FORTRAN(lname, UNAME,                                                                                   \
+          (void* sbuf, F* scount, F* stype, void* rbuf, F* rcount, F* rtype, F* c, F* req, F* ierr), {    \
+            *ierr = with_new_request(req, [&](MPI_Request* r) {                                           \
+              return cfn(fbuf(sbuf), *scount, type(stype), fbuf(rbuf), *rcount, type(rtype), comm(c), r); \
+            });                                                                                           \
+          })
+FORTRAN_NEIGHBOR(mpi_neighbor_allgather, MPI_NEIGHBOR_ALLGATHER, MPI_Neighbor_allgather)
+FORTRAN_NEIGHBOR(mpi_neighbor_alltoall, MPI_NEIGHBOR_ALLTOALL, MPI_Neighbor_alltoall)
+FORTRAN_INEIGHBOR(mpi_ineighbor_allgather, MPI_INEIGHBOR_ALLGATHER, MPI_Ineighbor_allgather)
+FORTRAN_INEIGHBOR(mpi_ineighbor_alltoall, MPI_INEIGHBOR_ALLTOALL, MPI_Ineighbor_alltoall)
 
 FORTRAN(mpi_neighbor_allgatherv, MPI_NEIGHBOR_ALLGATHERV,
         (void* sbuf, F* scount, F* stype, void* rbuf, F* rcounts, F* rdispls, F* rtype, F* c, F* ierr), {
