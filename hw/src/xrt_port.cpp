@@ -132,9 +132,7 @@ class XrtKernelPort final : public KernelPort {
         run_.set_arg(index, bos_.at(args[i].value - 1));
         continue;
       }
-      size_t bytes = args[i].bytes;
-      for (const auto& a : ip_.args)
-        if (a.index == i && (a.size == 1 || a.size == 2 || a.size == 4 || a.size == 8)) bytes = a.size;
+      const size_t bytes = scalar_arg_bytes(ip_, static_cast<uint32_t>(i), args[i].bytes);
       const uint64_t value = args[i].value;  // little-endian: the low bytes come first
       run_.set_arg(index, static_cast<const void*>(&value), bytes);
     }
@@ -295,36 +293,36 @@ std::string xrt_name(const XclbinIp& ip) {
   return k.instance.empty() ? k.kernel : k.kernel + ":{" + k.instance + "}";
 }
 
-// Opens the network kernels of public ACCL's design `plan.design`.
-std::shared_ptr<NetworkKernels> open_network(const xrt::device& device, const xrt::uuid& uuid, const XclbinInfo& info,
-                                             const NetworkPlan& plan, const std::string& bdf) {
-  const std::string setting = "ACCL_HW_NETWORK to the design of this xclbin, or none";
+// Opens the network kernels resolve_xclbin() found for `plan.design`.
+std::shared_ptr<NetworkKernels> open_network(const xrt::device& device, const xrt::uuid& uuid,
+                                             const std::vector<XclbinIp>& ips, const NetworkPlan& plan,
+                                             const std::string& bdf) {
   auto kernels = std::make_shared<NetworkKernels>();
-  auto open_ip = [&](const char* name) {
-    const XclbinIp& ip = find_ip(info, name, setting);
+  const std::string design = to_string(plan.design);
+  auto open_ip = [&](const XclbinIp& ip) {
     try {
       return std::make_unique<XrtIpPort>(xrt::ip(device, uuid, xrt_name(ip)));
     } catch (const std::exception& e) {
-      throw HwError("ACCL_HW_NETWORK=udp: cannot open '" + std::string(name) + "' on card " + bdf + ": " + e.what());
+      throw HwError("ACCL_HW_NETWORK=" + design + ": cannot open '" + ip.name + "' on card " + bdf + ": " + e.what());
     }
   };
-  auto open_kernel = [&](const char* name) {
-    const XclbinIp& ip = find_ip(info, name, setting);
+  auto open_kernel = [&](const XclbinIp& ip) {
     try {
       // Exclusive, as public ACCL: reading a kernel's registers needs it.
       xrt::kernel k(device, uuid, xrt_name(ip), xrt::kernel::cu_access_mode::exclusive);
       return std::make_unique<XrtKernelPort>(device, std::move(k), ip);
     } catch (const std::exception& e) {
-      throw HwError("ACCL_HW_NETWORK=tcp: cannot open kernel '" + std::string(name) + "' on card " + bdf + ": " +
+      throw HwError("ACCL_HW_NETWORK=" + design + ": cannot open kernel '" + ip.name + "' on card " + bdf + ": " +
                     e.what() + " (is another process using it?)");
     }
   };
+  if (ips.size() != 2) throw HwError("ACCL_HW_NETWORK=" + design + ": network kernels not resolved");
   if (plan.design == NetworkDesign::udp) {
-    kernels->cmac = open_ip(kCmacIp);
-    kernels->layer = open_ip(kNetworkLayerIp);
+    kernels->cmac = open_ip(ips[0]);
+    kernels->layer = open_ip(ips[1]);
   } else {
-    kernels->poe = open_kernel(kPoeKernel);
-    kernels->session_handler = open_kernel(kSessionHandlerKernel);
+    kernels->poe = open_kernel(ips[0]);
+    kernels->session_handler = open_kernel(ips[1]);
   }
   return kernels;
 }
@@ -389,7 +387,7 @@ std::unique_ptr<Device> create_xrt_device(const XrtOptions& options, NetworkResu
 
   std::shared_ptr<NetworkKernels> kernels;
   if (options.network.design != NetworkDesign::none) {
-    kernels = open_network(device, uuid, info, options.network, bdf);
+    kernels = open_network(device, uuid, resolved.network, options.network, bdf);
     const NetworkResult result =
         options.network.design == NetworkDesign::udp
             ? bring_up_udp(*kernels->cmac, *kernels->layer, options.network)
