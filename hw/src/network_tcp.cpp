@@ -55,9 +55,12 @@ std::vector<KernelArg> session_args(uint32_t ip, uint16_t port, uint64_t operati
           KernelArg{operation, 4, false}};
 }
 
-// One session-handler execution, bounded; returns its return code.
+// One session-handler execution, bounded by its own timeout (a connection
+// attempt started just before the connection's deadline still gets the time
+// the stack needs to answer); returns its return code.
 uint32_t run_session_handler(KernelPort& handler, const NetworkPlan& plan, const std::vector<KernelArg>& args,
-                             const std::string& step, const Deadline& deadline) {
+                             const std::string& step) {
+  const Deadline deadline(plan);
   handler.start(args);
   const RunStatus status = handler.wait(deadline.left());
   if (status.state == RunState::pending)
@@ -89,9 +92,8 @@ void open_ports(KernelPort& handler, const NetworkPlan& plan) {
   for (size_t r = 0; r < plan.peers.size(); ++r) {
     const NetworkPeer& p = plan.peers[r];
     const std::string step = "OPEN_PORT " + std::to_string(p.port) + " (port of rank " + std::to_string(r) + ")";
-    const Deadline deadline(plan);
-    const uint32_t code = run_session_handler(handler, plan, session_args(encode_ipv4(p.ip), p.port, kOpenPort),
-                                              step, deadline);
+    const uint32_t code =
+        run_session_handler(handler, plan, session_args(encode_ipv4(p.ip), p.port, kOpenPort), step);
     if (code == 0)
       throw network_error(plan, step, "the TCP stack refused to listen on it (return code 0; is it open already?)");
   }
@@ -104,7 +106,7 @@ int connect(KernelPort& handler, const NetworkPlan& plan, size_t r, int& attempt
   for (;;) {
     ++attempts;
     const uint32_t code =
-        run_session_handler(handler, plan, session_args(encode_ipv4(p.ip), p.port, kOpenConnection), step, deadline);
+        run_session_handler(handler, plan, session_args(encode_ipv4(p.ip), p.port, kOpenConnection), step);
     const uint32_t session = handler.read32(kSessionIdRegister) & 0xFFFFu;
     if (code != 0) return static_cast<int>(session);
     if (deadline.passed())

@@ -150,9 +150,10 @@ void fill_socket_table(IpRegisterPort& layer, const NetworkPlan& plan) {
       got.my_port = layer.read32(kSocketMyPort + i * kSocketStride);
     }
     const Socket& want = table[i];
-    const bool same = (got.valid != 0) == (want.valid != 0) &&
-                      (want.valid == 0 || (got.their_ip == want.their_ip && (got.their_port & 0xFFFF) == want.their_port &&
-                                           (got.my_port & 0xFFFF) == want.my_port));
+    const bool same =
+        (got.valid != 0) == (want.valid != 0) &&
+        (want.valid == 0 || (got.their_ip == want.their_ip && (got.their_port & 0xFFFF) == want.their_port &&
+                             (got.my_port & 0xFFFF) == want.my_port));
     if (!same)
       throw network_error(plan, "socket table",
                           "socket " + std::to_string(i) + " reads back valid=" + std::to_string(got.valid) + " " +
@@ -199,7 +200,8 @@ std::map<int, ArpEntry> read_arp_table(IpRegisterPort& layer) {
 std::string describe_arp(const std::map<int, ArpEntry>& table) {
   if (table.empty()) return "the ARP table is empty";
   std::string out = "ARP table:";
-  for (const auto& [index, e] : table) out += " [" + std::to_string(index) + "] " + format_ipv4(e.ip) + " " + format_mac(e.mac);
+  for (const auto& [index, e] : table)
+    out += " [" + std::to_string(index) + "] " + format_ipv4(e.ip) + " " + format_mac(e.mac);
   return out;
 }
 

@@ -402,9 +402,10 @@ std::unique_ptr<Device> create_xrt_device(const XrtOptions& options, NetworkResu
   dev_options.clock_mhz = options.clock_mhz;
   ACCL_LOG_INFO("xrt: {} ({}); CCLO {} hostctrl {}", dev_options.description, target.reason, resolved.cclo.name,
                 resolved.hostctrl.name);
-  return make_cclo_device(std::make_unique<XrtRegisterPort>(std::move(cclo), std::move(hostctrl), std::move(kernels)),
-                          std::make_unique<XrtBufferPort>(device, resolved.bank_groups, resolved.host_group, options.xclbin),
-                          std::move(dev_options));
+  return make_cclo_device(
+      std::make_unique<XrtRegisterPort>(std::move(cclo), std::move(hostctrl), std::move(kernels)),
+      std::make_unique<XrtBufferPort>(device, resolved.bank_groups, resolved.host_group, options.xclbin),
+      std::move(dev_options));
 }
 
 bool built_with_xrt() { return true; }

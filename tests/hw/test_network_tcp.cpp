@@ -108,7 +108,8 @@ TEST(HwNetworkTcp, SequenceFollowsPublicConfigureTcp) {
   Card card;
   card.answers[0x0A0A0A01] = {{0, 0}, {1, 7}};
   card.answers[0x0A0A0A03] = {{1, 3}};
-  const hw::NetworkResult result = hw::bring_up_tcp(card.poe, card.handler, hwtest::test_plan(hw::NetworkDesign::tcp, 1, 3));
+  const hw::NetworkResult result =
+      hw::bring_up_tcp(card.poe, card.handler, hwtest::test_plan(hw::NetworkDesign::tcp, 1, 3));
 
   Expect e;
   expect_stack_start(e, 0x0A0A0A02, 1);
@@ -180,7 +181,8 @@ TEST(HwNetworkTcp, ForeignPoeIsRefusedBeforeAnySession) {
 
 TEST(HwNetworkTcp, SingleRankOpensItsPortAndConnectsNowhere) {
   Card card;
-  const hw::NetworkResult result = hw::bring_up_tcp(card.poe, card.handler, hwtest::test_plan(hw::NetworkDesign::tcp, 0, 1));
+  const hw::NetworkResult result =
+      hw::bring_up_tcp(card.poe, card.handler, hwtest::test_plan(hw::NetworkDesign::tcp, 0, 1));
   Expect e;
   expect_stack_start(e, 0x0A0A0A01, 0);
   expect_session_run(e, 0x0A0A0A01, 5500, 1, 1);

@@ -221,7 +221,8 @@ TEST(HwNetworkUdp, NoLinkFailsNamingTheFlagsAfterTheTimeout) {
       << what;
   EXPECT_NE(what.find("rx_local_fault"), std::string::npos) << what;
   EXPECT_NE(what.find("tx_local_fault"), std::string::npos) << what;
-  for (const auto& line : card.trace) EXPECT_EQ(line.rfind("nl ", 0), std::string::npos) << "touched the layer: " << line;
+  for (const auto& line : card.trace)
+    EXPECT_EQ(line.rfind("nl ", 0), std::string::npos) << "touched the layer: " << line;
 }
 
 TEST(HwNetworkUdp, TooFewSocketsForTheJobFails) {
