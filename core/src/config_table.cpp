@@ -145,6 +145,15 @@ std::vector<Setting> make_table() {
       integer("ACCL_SIM_REPLY_TIMEOUT_MS", hw, "30000", 1, kMaxTimeoutMs, "ms",
               "ACCL_DEVICE=sim: longest wait for one reply of the simulator session, also for the first one at "
               "start-up (cclo_emu answers about 5 s after it starts); no reply is an error naming the session"),
+      choice("ACCL_HW_NETWORK", hw, "none", "none,udp,tcp",
+             "ACCL_DEVICE=xrt: bring up the card's network at start-up as public ACCL's accl_network_utils does: "
+             "udp = CMAC link, socket table and ARP of its UDP design, tcp = stack buffers, POE kernel and one "
+             "session per peer of its TCP design; every rank of the job must use the same; none = the network is "
+             "configured already"),
+      boolean("ACCL_HW_RSFEC", hw, "off", "ACCL_HW_NETWORK=udp: Reed-Solomon FEC on the CMAC (both ends of a link alike)"),
+      integer("ACCL_HW_NETWORK_TIMEOUT_MS", hw, "60000", 1, kMaxTimeoutMs, "ms",
+              "ACCL_HW_NETWORK: longest wait of each bring-up step that needs the link or a peer (link up, ARP "
+              "answer of every peer, one session-handler run, connecting to one peer); then an error naming it"),
       // PMPI layer
       boolean("ACCL_OFFLOAD", pmpi, "on", "PMPI: on = offload eligible calls to ACCL, off = pure interposition"),
       text("ACCL_OFFLOAD_CALLS", pmpi, "",

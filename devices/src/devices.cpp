@@ -36,8 +36,12 @@ Opened open_card(const Request& request) {
     options.cclo_kernel = "ccl_offload:{ccl_offload_" + index + "}";
     options.hostctrl_kernel = "hostctrl:{hostctrl_" + index + "_0}";
   }
+  // The card's network (ACCL_HW_NETWORK) uses the same addresses as below.
+  options.network = hw::network_plan_from_environment(request.rank, request.size);
   Opened out;
-  out.device = hw::create_xrt_device(options);
+  hw::NetworkResult network;
+  out.device = hw::create_xrt_device(options, &network);
+  out.session_ids = std::move(network.session_ids);
   // Public ACCL's convention for the card's network: 10.10.10.<rank+1>,
   // port 5500 + rank (accl_network_utils).
   out.ip = "10.10.10." + std::to_string(request.rank + 1);

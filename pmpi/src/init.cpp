@@ -189,6 +189,7 @@ void start_device() {
   State& st = state();
   Endpoint me{};
   std::unique_ptr<Device> dev;
+  std::vector<int> session_ids;  // per rank, when opening the card set up its network
 
   // A per-job secret: emulated CCLOs only accept peers that present it.
   char secret[33] = {};
@@ -209,11 +210,13 @@ void start_device() {
     devices::Request request;
     request.kind = devices::selected();
     request.rank = st.world_rank;
+    request.size = st.world_size;
     request.host_processes = static_cast<unsigned>(host_ranks);
     request.port = 0;  // any free port; peers learn it below
     request.job_secret = secret;
     devices::Opened opened = devices::open(request);
     dev = std::move(opened.device);
+    session_ids = std::move(opened.session_ids);
     std::snprintf(me.ip, sizeof me.ip, "%s", opened.ip.c_str());
     me.port = opened.port;
     me.ok = 1;
@@ -250,6 +253,9 @@ void start_device() {
     rank_t r;
     r.ip = e.ip;
     r.port = e.port;
+    // Sessions are this card's own (the TCP stack numbers its connections).
+    const size_t index = st.world_ranks.size();
+    if (index < session_ids.size()) r.session_id = session_ids[index];
     // Ranks may have RX buffers of different sizes (an MPMD launch): each
     // sends eager segments that fit the receiver's, not its own.
     r.max_segment_size = e.rx_buffer_size;

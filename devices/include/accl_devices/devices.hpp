@@ -35,6 +35,7 @@ struct Request {
   // its rank (public ACCL's 10.10.10.<rank+1>, port 5500 + rank); an emulated
   // CCLO waits longer before it blocks when it has a core to itself.
   int rank = 0;
+  int size = 0;                 // ranks in the job; 0 = unknown (a card's network bring-up needs it)
   unsigned host_processes = 0;  // processes with a device on this host; 0 = unknown
   // emu
   std::optional<std::string> bind_address;  // ACCL_EMU_BIND_ADDRESS
@@ -52,6 +53,9 @@ struct Opened {
   std::unique_ptr<Device> device;
   std::string ip;
   int port = 0;
+  // Per rank: the session this device reaches it through (rank_t::session_id),
+  // when opening the device set up the network (ACCL_HW_NETWORK); empty otherwise.
+  std::vector<int> session_ids;
 };
 
 // Opens the device `request` describes. Throws what the backend throws
