@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// Communicators of the PMPI layer (comm_registry.cpp): one ACCL
-// communicator per MPI communicator, and the point-to-point state kept on it.
+// Communicators of the PMPI layer (comm_registry.cpp): per MPI communicator
+// one ACCL communicator for its collectives and, when its point-to-point is
+// offloaded, a second one for that, and the point-to-point state kept on it.
 #pragma once
 
 #include "calls.hpp"
@@ -25,6 +26,11 @@ struct UnexpectedMsg {
   ShadowReq* drain = nullptr;
 };
 
+// Context id of MPI_COMM_WORLD's point-to-point communicator: below the ids
+// the members agree on for other comms (State::next_ctx starts at 64), and
+// not 0, the world's own.
+constexpr uint32_t kWorldP2pContext = 1;
+
 struct CommState {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0;
@@ -32,8 +38,15 @@ struct CommState {
   bool accl = false;           // an ACCL communicator exists
   Reason native_reason = Reason::CommNative;
   bool p2p = false;            // point-to-point runs on ACCL (decided at birth, rank-uniform)
-  communicatorId id = 0;
+  communicatorId id = 0;        // the ACCL communicator of the collectives
   uint32_t ctx = 0;
+  // The ACCL communicator of the point-to-point traffic (when p2p): a
+  // context id of its own, so on the device neither kind's messages ever wait
+  // behind the other's. On one context they shared the per-peer sequence
+  // stream, and a device whose arrival table was full of broadcasts for later
+  // calls could not take a point-to-point envelope past them, nor a
+  // broadcast past thousands of unreceived envelopes (issue 37, xCbtest).
+  communicatorId p2p_id = 0;
   bool is_world = false;
   bool freed = false;          // MPI_Comm_free ran; destroy when refs drop to 0
   int refs = 1;                // 1 for the communicator + 1 per live request
