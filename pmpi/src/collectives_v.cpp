@@ -42,15 +42,28 @@ bool sum_bytes(const int* counts, MPI_Datatype type, int size, uint64_t* total) 
   return true;
 }
 
+// Allgatherv whose blocks are those of an allgather (equal counts of whole
+// words, block i at i x count): the device's allgather serves it, with its
+// algorithms (one payload for all peers, ring, recursive doubling). The
+// receive arguments are the same on every rank, so is this choice.
+bool allgather_layout(int size, const int* rcounts, const int* displs, MPI_Datatype rtype) {
+  if (rcounts == nullptr || displs == nullptr || rtype == MPI_DATATYPE_NULL || rcounts[0] <= 0) return false;
+  for (int i = 0; i < size; ++i)
+    if (rcounts[i] != rcounts[0] || displs[i] != static_cast<int64_t>(i) * rcounts[0]) return false;
+  return bytes_of(rcounts[0], rtype) % 4 == 0;
+}
+
 }  // namespace
 
 int coll_allgatherv(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int* rcounts,
                     const int* displs, MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
-  CallScope scope(call);
   CommState* cs = nullptr;
   int rank = 0, size = 0;
   uint64_t total = 0;
   Reason why = composed_pre(comm, &cs, &rank, &size);
+  if (why == Reason::Offloaded && allgather_layout(size, rcounts, displs, rtype))
+    return coll_allgather(call, sbuf, scount, stype, rbuf, rcounts[0], rtype, comm, req);
+  CallScope scope(call);
   const bool in_place = sbuf == MPI_IN_PLACE;
   if (why == Reason::Offloaded && (!sum_bytes(rcounts, rtype, size, &total) || displs == nullptr ||
                                    (!in_place && (scount < 0 || stype == MPI_DATATYPE_NULL))))

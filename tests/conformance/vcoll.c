@@ -83,19 +83,25 @@ static void finish(int nonblocking, MPI_Request* req) {
   if (nonblocking) CF_RC(MPI_Wait(req, MPI_STATUS_IGNORE));
 }
 
-static void allgatherv_case(int step, int k, int scale, int in_place, int nb, MPI_Comm comm) {
+/* regular: the layout of an allgather (equal counts, block i at i x count),
+ * which the layer hands to the device's allgather when blocks are whole words. */
+static void allgatherv_case(int step, int k, int scale, int in_place, int nb, int regular, MPI_Comm comm) {
   int n = g_size, counts[8], displs[8];
   uint64_t salts[8];
   for (int p = 0; p < n; p++) {
-    counts[p] = count_of(step, p, p, scale);
+    counts[p] = regular ? scale : count_of(step, p, p, scale);
     salts[p] = salt_of(step, p, -1);
   }
   size_t total = layout(n, counts, displs);
+  if (regular) {
+    for (int p = 0; p < n; p++) displs[p] = p * scale;
+    total = (size_t)n * (size_t)scale + 1;
+  }
   unsigned char* r = guarded(k, total);
   unsigned char* s = guarded(k, (size_t)counts[g_rank] + 1);
   MPI_Request req;
-  cf_where("allgatherv step %d %s scale %d%s%s", step, kind_name[k], scale, in_place ? " in place" : "",
-           nb ? " nonblocking" : "");
+  cf_where("allgatherv step %d %s scale %d%s%s%s", step, kind_name[k], scale, in_place ? " in place" : "",
+           nb ? " nonblocking" : "", regular ? " regular" : "");
   if (in_place) {
     put_items(r, k, (size_t)displs[g_rank], counts[g_rank], salts[g_rank]);
     if (nb) CF_RC(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, counts, displs, kind_type(k), comm, &req));
@@ -392,7 +398,8 @@ int main(int argc, char** argv) {
       for (int variant = 0; variant < 4; variant++) {
         int in_place = variant & 1, nb = (variant >> 1) & 1;
         ++step;
-        allgatherv_case(step, k, scales[si], in_place, nb, comm);
+        allgatherv_case(step, k, scales[si], in_place, nb, 0, comm);
+        allgatherv_case(step, k, scales[si], in_place, nb, 1, comm);
         gatherv_case(step, k, scales[si], in_place, nb, comm);
         scatterv_case(step, k, scales[si], in_place, nb, comm);
         alltoallv_case(step, k, scales[si], in_place, nb, comm);
