@@ -83,13 +83,14 @@ int coll_scan(Call call, const void* sbuf, void* rbuf, int count, MPI_Datatype t
     const communicatorId id = a.cs->id;
     const bool last = a.rank == a.size - 1;
     BaseBuffer& own = c.wrap(input(c, sbuf, rbuf, a.bytes), a.n, dt);
-    BaseBuffer& result = c.wrap(rbuf, a.n, dt);
     if (a.rank == 0) {
       // Scan: rank 0's result is its input. Exscan: its result is undefined.
       if (!exclusive && sbuf != MPI_IN_PLACE) std::memcpy(rbuf, sbuf, a.bytes);
       c.calls.push_back(accl.send(own, n, 1, c.tag, id, false, dataType::none, true));
       return;
     }
+    // Rank 0 never hands its receive buffer to the device (Exscan leaves it undefined).
+    BaseBuffer& result = c.wrap(rbuf, a.n, dt);
     if (!exclusive) {
       BaseBuffer& prefix = c.wrap(c.stage(a.bytes), a.n, dt);
       RequestPtr got = accl.recv(prefix, n, static_cast<unsigned>(a.rank - 1), c.tag, id, false, dataType::none, true);
