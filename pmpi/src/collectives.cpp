@@ -159,6 +159,8 @@ void* recv_side(Held& h, PostCopy& post, void* buf, int count, MPI_Datatype type
 // the device made 2-8 MiB allreduces 1.3-1.8x faster on 2 cores.
 constexpr std::chrono::milliseconds kCollectiveWaitSlice{1};
 
+}  // namespace
+
 void wait_collective(Request& dev) {
   State& st = state();
   for (;;) {
@@ -171,6 +173,8 @@ void wait_collective(Request& dev) {
     if (dev.wait(kCollectiveWaitSlice)) return;
   }
 }
+
+namespace {
 
 // Issues the call built by `issue` (under mu) and either returns a shadow
 // request (non-blocking) or waits for it. Errors go through the comm's
@@ -342,10 +346,9 @@ int coll_reduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datatype
   });
 }
 
-// MPI_Reduce_scatter_block, and MPI_Reduce_scatter with equal counts.
+// MPI_Reduce_scatter_block, and MPI_Reduce_scatter (unequal counts: coll_reduce_scatter_v).
 int coll_reduce_scatter(Call call, const void* sbuf, void* rbuf, int rcount, const int* rcounts, MPI_Datatype type,
                         MPI_Op op, MPI_Comm comm, MPI_Request* req) {
-  CallScope scope(call);
   auto native = [&] {
     if (rcounts != nullptr)
       return req ? PMPI_Ireduce_scatter(sbuf, rbuf, rcounts, type, op, comm, req)
@@ -355,19 +358,13 @@ int coll_reduce_scatter(Call call, const void* sbuf, void* rbuf, int rcount, con
   };
   int size = 0;
   PMPI_Comm_size(comm, &size);
-  Reason unequal = Reason::Offloaded;
   if (rcounts != nullptr) {
     // recvcounts is significant and identical on every rank.
     rcount = size > 0 ? rcounts[0] : 0;
     for (int i = 1; i < size; ++i)
-      if (rcounts[i] != rcount) unequal = Reason::Unequal;
+      if (rcounts[i] != rcount) return coll_reduce_scatter_v(call, sbuf, rbuf, rcounts, type, op, comm, req);
   }
-  if (unequal != Reason::Offloaded) {
-    uint64_t bytes = 0;
-    for (int i = 0; i < size; ++i) bytes += bytes_of(rcounts[i], type);
-    scope.native(unequal, bytes, comm);
-    return native();
-  }
+  CallScope scope(call);
   ReduceArgs a = check_reduction(call, rcount, type, op, comm, size);
   if (buffers_checked(a.why, comm, rcount >= 0 && type != MPI_DATATYPE_NULL && op != MPI_OP_NULL))
     if (const BufferFault f = reduce_scatter_buffers(sbuf, rbuf, rcount, size, type))
@@ -530,12 +527,11 @@ int coll_barrier(Call call, MPI_Comm comm, MPI_Request* req) {
 // ---------------------------------------------------------------------------
 using namespace accl::pmpi;
 
-namespace {
 // Open MPI's own components call a few MPI_* (not PMPI_*) functions: ROMIO
 // calls MPI_Ialltoall and completes the request with PMPI_Wait, which knows
 // nothing of shadow requests. Non-blocking collectives started from inside
 // Open MPI therefore stay native.
-bool from_open_mpi(void* return_address) {
+bool accl::pmpi::from_open_mpi(void* return_address) {
   Dl_info info;
   if (dladdr(return_address, &info) == 0 || info.dli_fname == nullptr) return false;
   const char* base = std::strrchr(info.dli_fname, '/');
@@ -543,10 +539,6 @@ bool from_open_mpi(void* return_address) {
   return std::strncmp(base, "mca_", 4) == 0 || std::strncmp(base, "libmpi", 6) == 0 ||
          std::strncmp(base, "libompi", 7) == 0 || std::strncmp(base, "libopen-", 8) == 0;
 }
-}  // namespace
-
-#define NONBLOCKING_GUARD(native_call) \
-  if (ACCL_LIKELY(g_native_only) || from_open_mpi(__builtin_return_address(0))) return native_call
 
 ACCL_PMPI_EXPORT int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   if (ACCL_LIKELY(g_native_only)) return PMPI_Bcast(buf, count, type, root, comm);
