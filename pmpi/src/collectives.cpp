@@ -159,6 +159,8 @@ void* recv_side(Held& h, PostCopy& post, void* buf, int count, MPI_Datatype type
 // the device made 2-8 MiB allreduces 1.3-1.8x faster on 2 cores.
 constexpr std::chrono::milliseconds kCollectiveWaitSlice{1};
 
+}  // namespace
+
 void wait_collective(Request& dev) {
   State& st = state();
   for (;;) {
@@ -171,6 +173,8 @@ void wait_collective(Request& dev) {
     if (dev.wait(kCollectiveWaitSlice)) return;
   }
 }
+
+namespace {
 
 // Issues the call built by `issue` (under mu) and either returns a shadow
 // request (non-blocking) or waits for it. Errors go through the comm's
@@ -342,10 +346,9 @@ int coll_reduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datatype
   });
 }
 
-// MPI_Reduce_scatter_block, and MPI_Reduce_scatter with equal counts.
+// MPI_Reduce_scatter_block, and MPI_Reduce_scatter (unequal counts: coll_reduce_scatter_v).
 int coll_reduce_scatter(Call call, const void* sbuf, void* rbuf, int rcount, const int* rcounts, MPI_Datatype type,
                         MPI_Op op, MPI_Comm comm, MPI_Request* req) {
-  CallScope scope(call);
   auto native = [&] {
     if (rcounts != nullptr)
       return req ? PMPI_Ireduce_scatter(sbuf, rbuf, rcounts, type, op, comm, req)
@@ -355,19 +358,13 @@ int coll_reduce_scatter(Call call, const void* sbuf, void* rbuf, int rcount, con
   };
   int size = 0;
   PMPI_Comm_size(comm, &size);
-  Reason unequal = Reason::Offloaded;
   if (rcounts != nullptr) {
     // recvcounts is significant and identical on every rank.
     rcount = size > 0 ? rcounts[0] : 0;
     for (int i = 1; i < size; ++i)
-      if (rcounts[i] != rcount) unequal = Reason::Unequal;
+      if (rcounts[i] != rcount) return coll_reduce_scatter_v(call, sbuf, rbuf, rcounts, type, op, comm, req);
   }
-  if (unequal != Reason::Offloaded) {
-    uint64_t bytes = 0;
-    for (int i = 0; i < size; ++i) bytes += bytes_of(rcounts[i], type);
-    scope.native(unequal, bytes, comm);
-    return native();
-  }
+  CallScope scope(call);
   ReduceArgs a = check_reduction(call, rcount, type, op, comm, size);
   if (buffers_checked(a.why, comm, rcount >= 0 && type != MPI_DATATYPE_NULL && op != MPI_OP_NULL))
     if (const BufferFault f = reduce_scatter_buffers(sbuf, rbuf, rcount, size, type))

@@ -50,6 +50,7 @@ struct CommState {
   bool is_world = false;
   bool freed = false;          // MPI_Comm_free ran; destroy when refs drop to 0
   int refs = 1;                // 1 for the communicator + 1 per live request
+  uint32_t composed_seq = 0;   // composed collectives started (their device tag, coll_compose.hpp)
 
   // --- point-to-point engine state (guarded by State::mu) ---
   std::vector<uint32_t> send_seq;     // next message sequence number per destination

@@ -17,7 +17,8 @@ struct CommState;
 
 // Device tags of these exchanges: above every tag of the point-to-point
 // engine (its sequence numbers and kEnvTag stay below 0x7FFFFFF1) and below
-// TAG_ANY, so no user message can match them. A block's tag tells apart the
+// the composed collectives' (kComposedTagBase, 0x9xxxxxxx), so neither user
+// messages nor other collectives can match them. A block's tag tells apart the
 // blocks two ranks exchange in one call (Cart: the direction), and the
 // device matches equal tags from one peer in order.
 constexpr uint32_t kNeighborTag = 0x80000000u;   // + index of the Cart direction (0 for graphs)
