@@ -15,6 +15,7 @@
 namespace accl::pmpi {
 
 struct ShadowReq;
+struct Neighborhood;
 
 struct UnexpectedMsg {
   Envelope env;
@@ -67,6 +68,9 @@ struct CommState {
   // Per rank: the device's error bits of a link found failed (0 = none);
   // empty until the first failure. A failed member stays failed (p2p_fault.cpp).
   std::vector<uint32_t> failed_link;
+  // The topology's neighbours, taken at the first offloaded neighbourhood
+  // collective (neighbor.cpp).
+  std::shared_ptr<const Neighborhood> neighborhood;
   // all-states list for teardown
   CommState* prev_all = nullptr;
   CommState* next_all = nullptr;

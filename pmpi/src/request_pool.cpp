@@ -105,6 +105,7 @@ ShadowReq* shadow_alloc(ReqKind kind, Call call) {
 void shadow_free(ShadowReq* r) {
   for (auto& d : r->r) d.reset();
   r->held.release();
+  r->post = PostCopy{};  // completion work owns memory and type references
   if (r->composed) {
     r->composed->release();
     r->composed.reset();
