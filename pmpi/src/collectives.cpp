@@ -47,9 +47,13 @@ Reason pre(MPI_Comm comm, CommState** cs) {
   return comm_check(comm, cs);
 }
 
-Reason finish_checks(Call call, uint64_t bytes, MPI_Comm comm, CommState** cs) {
+// `message` is the bytes of one device message (the count word times the
+// element size), which the public firmware compares with its eager size.
+Reason finish_checks(Call call, uint64_t bytes, uint64_t message, MPI_Comm comm, CommState** cs) {
   Reason r = policy_call(call, bytes);
   if (r != Reason::Offloaded) return r;
+  const uint64_t limit = state().eager_only_limit;
+  if (limit != 0 && message > limit) return Reason::PublicRendezvous;
   if (*cs == nullptr) *cs = comm_materialize(comm);
   return (*cs)->accl ? Reason::Offloaded : (*cs)->native_reason;
 }
@@ -250,7 +254,8 @@ ReduceArgs check_reduction(Call call, int count, MPI_Datatype type, MPI_Op op, M
     if (a.n * static_cast<uint64_t>(blocks) > UINT_MAX || a.bytes > static_cast<uint64_t>(INT_MAX))
       a.why = Reason::TooLarge;
   }
-  if (a.why == Reason::Offloaded) a.why = finish_checks(call, a.bytes, comm, &a.cs);
+  if (a.why == Reason::Offloaded)
+    a.why = finish_checks(call, a.bytes, a.bytes / static_cast<uint64_t>(blocks), comm, &a.cs);
   return a;
 }
 
@@ -293,7 +298,7 @@ BlockArgs check_blocks(Call call, MPI_Comm comm, std::optional<int> root, Reason
   if (a.why == Reason::Offloaded) a.why = classify_movement(a.block, a.total, a.m);
   // Unrooted calls: every rank receives blocks of the size it sends.
   if (!root && a.why == Reason::Offloaded && bytes_of(other.count, other.type) != a.block) a.why = Reason::Signature;
-  if (a.why == Reason::Offloaded) a.why = finish_checks(call, a.total, comm, &a.cs);
+  if (a.why == Reason::Offloaded) a.why = finish_checks(call, a.total, a.block, comm, &a.cs);
   return a;
 }
 
@@ -393,7 +398,7 @@ int coll_bcast(Call call, void* buf, int count, MPI_Datatype type, int root, MPI
   int rank = 0, size = 0;
   Reason why = check_root(pre(comm, &cs), comm, cs, root, &rank, &size);
   if (why == Reason::Offloaded) why = classify_movement(bytes, bytes, m);
-  if (why == Reason::Offloaded) why = finish_checks(call, bytes, comm, &cs);
+  if (why == Reason::Offloaded) why = finish_checks(call, bytes, bytes, comm, &cs);
   if (buffers_checked(why, comm, count >= 0 && type != MPI_DATATYPE_NULL) && valid_root(comm, cs, root, &rank, &size))
     if (const BufferFault f = bcast_buffer(buf, count, type)) return reject_arguments(scope, comm, call, f, bytes);
   if (!offload(scope, why, bytes, comm))
@@ -492,7 +497,9 @@ int coll_alltoall(Call call, const void* sbuf, int scount, MPI_Datatype stype, v
                   MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
   const BlockArgs a = check_blocks(call, comm, std::nullopt,
-                                   state().can_alltoall ? Reason::Offloaded : Reason::DeviceCap,
+                                   state().can_alltoall      ? Reason::Offloaded
+                                   : state().public_firmware ? Reason::PublicRendezvous
+                                                             : Reason::DeviceCap,
                                    sbuf == MPI_IN_PLACE, {scount, stype}, {rcount, rtype});
   if (int rank = 0, size = 0; buffers_checked(a.why, comm, movement_args_valid(scount, stype, rcount, rtype)) &&
                               valid_root(comm, a.cs, 0, &rank, &size))
@@ -517,7 +524,7 @@ int coll_barrier(Call call, MPI_Comm comm, MPI_Request* req) {
   CommState* cs = nullptr;
   Reason why = pre(comm, &cs);
   if (why == Reason::Offloaded && !state().can_barrier) why = Reason::DeviceCap;
-  if (why == Reason::Offloaded) why = finish_checks(call, 0, comm, &cs);
+  if (why == Reason::Offloaded) why = finish_checks(call, 0, 0, comm, &cs);
   if (!offload(scope, why, 0, comm)) return req ? PMPI_Ibarrier(comm, req) : PMPI_Barrier(comm);
   return run(call, comm, cs, req, [&](Held&, PostCopy&) { return state().accl->barrier(cs->id, true); });
 }

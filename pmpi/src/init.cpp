@@ -306,11 +306,16 @@ void start_device() {
   const bool valid = (cap_bits & abi::kCapValid) != 0;
   if (st.accl->supports(reduceFunction::MIN)) caps |= 1u;
   if (st.accl->supports(reduceFunction::PROD)) caps |= 2u;
-  // Public hardware has no capability word: wildcard receives (needed by
-  // our p2p engine) are then not available; alltoall/barrier are trusted.
+  // Public firmware has no capability word: wildcard receives (needed by
+  // our p2p engine) are then not available, barrier is trusted, and
+  // rendezvous (every alltoall, any message above the eager size) needs the
+  // RDMA stack (HWID bits 0-1 == 2).
+  const bool rdma = (st.accl->get_hwid() & abi::kHwIdStackMask) == 2;
   if (valid && (cap_bits & abi::kCapTagAnyRecv)) caps |= 4u;
-  if (!valid || (cap_bits & abi::kCapAlltoall)) caps |= 8u;
+  if (valid ? (cap_bits & abi::kCapAlltoall) != 0 : rdma) caps |= 8u;
   if (!valid || (cap_bits & abi::kCapBarrier)) caps |= 16u;
+  if (valid) caps |= 32u;
+  if (valid || rdma) caps |= 64u;
   uint32_t agreed = 0;
   PMPI_Allreduce(&caps, &agreed, 1, MPI_UINT32_T, MPI_BAND, st.private_comm);
   st.can_min = agreed & 1u;
@@ -318,9 +323,12 @@ void start_device() {
   st.can_p2p = agreed & 4u;
   st.can_alltoall = agreed & 8u;
   st.can_barrier = agreed & 16u;
+  st.public_firmware = (agreed & 32u) == 0;
+  st.eager_only_limit = (agreed & 64u) ? 0 : st.s.max_eager_size;
   st.active = true;
-  ACCL_LOG_INFO("accl-pmpi: ACCL up on {} ranks ({}), min {} prod {} p2p {}", st.world_size, st.s.device,
-                st.can_min, st.can_prod, st.can_p2p);
+  ACCL_LOG_INFO("accl-pmpi: ACCL up on {} ranks ({}), min {} prod {} p2p {} public firmware {} eager-only limit {}",
+                st.world_size, st.s.device, st.can_min, st.can_prod, st.can_p2p, st.public_firmware,
+                st.eager_only_limit);
 }
 
 int self_delete_fn(MPI_Comm, int, void*, void*) {
