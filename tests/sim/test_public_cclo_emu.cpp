@@ -165,6 +165,23 @@ TEST_P(PublicCcloEmu, SendRecvAllreduceBcastReduceAllgather) {
     accl.allgather(*part, *all, kPart);
     for (unsigned i = 0; i < kPart * n; ++i)
       EXPECT_EQ((*all)[i], static_cast<float>((i / kPart) * 1000 + i % kPart)) << "allgather " << i;
+
+    // What this firmware would refuse mid-run or never finish (cclo_emu's
+    // HWID reads 0: UDP, no rendezvous) is refused before it sees it.
+    auto refused = [&](const std::function<void()>& call, const std::string& rule) {
+      try {
+        call();
+        ADD_FAILURE() << "not refused: " << rule;
+      } catch (const accl::ArgumentError& e) {
+        EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
+      }
+    };
+    auto big = accl.create_buffer<float>(512);  // 2 KiB: above the 1 KiB eager size
+    refused([&] { accl.allreduce(*big, *big, 512, reduceFunction::SUM); }, "above max_eager_size 1024");
+    refused([&] { accl.alltoall(*big, *big, 4); }, "alltoall: the public firmware");
+    refused([&] { accl.recv(*msg, kCount, accl::RANK_ANY, 7); }, "RANK_ANY");
+    refused([&] { accl.allreduce(*src, *dst, kCount, reduceFunction::MIN); }, "SUM and MAX only");
+    refused([&] { accl.set_max_rendezvous_msg_size(0); }, "max_rendezvous_size 0 is not above max_eager_size");
   });
 }
 
