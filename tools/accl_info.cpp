@@ -110,7 +110,8 @@ void print_build(Printer& p) {
   p.section("Build", "build");
   p.item("XRT backend", hw::built_with_xrt() ? "yes (XRT " + hw::xrt_version() + ")" : "no");
   p.item("hwloc", hw::built_with_hwloc() ? "yes (" + hw::hwloc_version() + ")" : "no (card discovery through sysfs)");
-  p.item("simulator session", hw::built_with_sim() ? "yes (ACCL_DEVICE=sim)" : "no (built without ZeroMQ/nlohmann-json)");
+  p.item("simulator session",
+         hw::built_with_sim() ? "yes (ACCL_DEVICE=sim)" : "no (built without ZeroMQ/nlohmann-json)");
 #if ACCL_INFO_HAVE_EMU
   p.item("emulator", "yes");
 #else

@@ -124,7 +124,8 @@ void ACCL::Impl::initialize(const std::vector<rank_t>& ranks, int local_rank, co
     // The public firmware would refuse these at its config calls below, after
     // the buffers are in place: say why before anything is allocated.
     if (detail::public_fw::applies(capabilities)) {
-      const std::string problem = detail::public_fw::threshold_problem(rx_buffer_size, max_eager_size, max_rendezvous_size);
+      const std::string problem =
+          detail::public_fw::threshold_problem(rx_buffer_size, max_eager_size, max_rendezvous_size);
       if (!problem.empty()) fail(kCall, problem);
     }
 
@@ -188,8 +189,9 @@ void ACCL::Impl::initialize(const std::vector<rank_t>& ranks, int local_rank, co
     device.write(abi::kConfigReadyOffset, 1);
 
     config_call("set_timeout", abi::kSetTimeout,
-                detail::public_fw::applies(capabilities) ? detail::public_fw::timeout_counter(timeout)
-                                                 : clamp_to_word(static_cast<uint64_t>(timeout.count())));
+                detail::public_fw::applies(capabilities)
+                    ? detail::public_fw::timeout_counter(timeout)
+                    : clamp_to_word(static_cast<uint64_t>(timeout.count())));
     config_call("set_max_eager_msg_size", abi::kSetMaxEagerSize, static_cast<uint32_t>(max_eager_size));
     config_call("set_max_rendezvous_msg_size", abi::kSetMaxRendezvousSize,
                 static_cast<uint32_t>(max_rendezvous_size));
