@@ -33,6 +33,7 @@
 
 #include <dlfcn.h>
 
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <optional>
@@ -163,8 +164,15 @@ void* recv_side(Held& h, PostCopy& post, void* buf, int count, MPI_Datatype type
 // the device made 2-8 MiB allreduces 1.3-1.8x faster on 2 cores.
 constexpr std::chrono::milliseconds kCollectiveWaitSlice{1};
 
+//
+// The wait is bounded as the driver bounds its own (device timeout x 1.25 +
+// 100 ms): our firmware ends a stuck call at the device timeout, which comes
+// first, but public ACCL's firmware keeps set_timeout's value unused, and a
+// call it cannot finish would otherwise hold the rank forever.
 void wait_collective(Request& dev) {
   State& st = state();
+  const auto bound = std::chrono::milliseconds(st.s.timeout_ms + st.s.timeout_ms / 4 + 100);
+  const auto deadline = std::chrono::steady_clock::now() + bound;
   for (;;) {
     {
       std::lock_guard lock(st.mu);
@@ -173,6 +181,11 @@ void wait_collective(Request& dev) {
     }
     native_progress();
     if (dev.wait(kCollectiveWaitSlice)) return;
+    if (std::chrono::steady_clock::now() > deadline)
+      throw TimeoutError(dev.call_name(), st.world_rank,
+                         "call '" + dev.call_name() + "' on rank " + std::to_string(st.world_rank) +
+                             " did not complete within " + std::to_string(st.s.timeout_ms) +
+                             " ms (the device did not end it)");
   }
 }
 
@@ -523,7 +536,8 @@ int coll_barrier(Call call, MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
   CommState* cs = nullptr;
   Reason why = pre(comm, &cs);
-  if (why == Reason::Offloaded && !state().can_barrier) why = Reason::DeviceCap;
+  if (why == Reason::Offloaded && !state().can_barrier)
+    why = state().public_firmware ? Reason::PublicRendezvous : Reason::DeviceCap;
   if (why == Reason::Offloaded) why = finish_checks(call, 0, 0, comm, &cs);
   if (!offload(scope, why, 0, comm)) return req ? PMPI_Ibarrier(comm, req) : PMPI_Barrier(comm);
   return run(call, comm, cs, req, [&](Held&, PostCopy&) { return state().accl->barrier(cs->id, true); });

@@ -307,13 +307,15 @@ void start_device() {
   if (st.accl->supports(reduceFunction::MIN)) caps |= 1u;
   if (st.accl->supports(reduceFunction::PROD)) caps |= 2u;
   // Public firmware has no capability word: wildcard receives (needed by
-  // our p2p engine) are then not available, barrier is trusted, and
-  // rendezvous (every alltoall, any message above the eager size) needs the
-  // RDMA stack (HWID bits 0-1 == 2).
+  // our p2p engine) are then not available, and rendezvous (every alltoall,
+  // barrier, any message above the eager size) needs the RDMA stack (HWID
+  // bits 0-1 == 2).
   const bool rdma = (st.accl->get_hwid() & abi::kHwIdStackMask) == 2;
   if (valid && (cap_bits & abi::kCapTagAnyRecv)) caps |= 4u;
   if (valid ? (cap_bits & abi::kCapAlltoall) != 0 : rdma) caps |= 8u;
-  if (!valid || (cap_bits & abi::kCapBarrier)) caps |= 16u;
+  // The public barrier is its rendezvous address handshake: on cclo_emu over
+  // tcp (HWID UDP) an MPI_Barrier never completed (sim-public-mpi-preload).
+  if (valid ? (cap_bits & abi::kCapBarrier) != 0 : rdma) caps |= 16u;
   if (valid) caps |= 32u;
   if (valid || rdma) caps |= 64u;
   uint32_t agreed = 0;

@@ -9,7 +9,7 @@
  * reduce, allgather on MPI_COMM_WORLD. Native, each for its named reason
  * (pmpi/src/reasons.def): send/recv (no RANK_ANY/TAG_ANY receives for MPI
  * matching), allreduce MIN (SUM and MAX only), an allreduce above the eager
- * size and alltoall (rendezvous without RDMA), a collective on a dup of
+ * size, alltoall and barrier (rendezvous without RDMA), a collective on a dup of
  * MPI_COMM_WORLD (no context-id word). Every result is checked, and so is
  * where each call ran. cclo_emu sleeps ~10 ms per packet: counts are small.
  */
@@ -87,6 +87,10 @@ int main(int argc, char** argv) {
   MPI_Allgather(part, 8, MPI_INT, all, 8, MPI_INT, MPI_COMM_WORLD);
   for (int i = 0; i < 8 * size; ++i) CHECK(all[i] == (i / 8) * 1000 + i % 8, "allgather [%d] = %d", i, all[i]);
 
+  /* barrier (native: the public firmware's barrier is its rendezvous address
+   * handshake, which never completed here on cclo_emu over tcp) */
+  MPI_Barrier(MPI_COMM_WORLD);
+
   /* send/recv around a ring (native: public firmware) */
   int out[N], in[N];
   for (int i = 0; i < N; ++i) out[i] = rank * 10 + i;
@@ -130,6 +134,7 @@ int main(int argc, char** argv) {
   expect_counts(counts, "MPI_Bcast", 1, 0);
   expect_counts(counts, "MPI_Reduce", 1, 0);
   expect_counts(counts, "MPI_Allgather", 1, 0);
+  expect_counts(counts, "MPI_Barrier", 0, 1);
   expect_counts(counts, "MPI_Alltoall", 0, 1);
   expect_counts(counts, "MPI_Sendrecv", 0, 1);
 
