@@ -33,6 +33,7 @@
 
 #include <dlfcn.h>
 
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <optional>
@@ -47,9 +48,13 @@ Reason pre(MPI_Comm comm, CommState** cs) {
   return comm_check(comm, cs);
 }
 
-Reason finish_checks(Call call, uint64_t bytes, MPI_Comm comm, CommState** cs) {
+// `message` is the bytes of one device message (the count word times the
+// element size), which the public firmware compares with its eager size.
+Reason finish_checks(Call call, uint64_t bytes, uint64_t message, MPI_Comm comm, CommState** cs) {
   Reason r = policy_call(call, bytes);
   if (r != Reason::Offloaded) return r;
+  const uint64_t limit = state().eager_only_limit;
+  if (limit != 0 && message > limit) return Reason::PublicRendezvous;
   if (*cs == nullptr) *cs = comm_materialize(comm);
   return (*cs)->accl ? Reason::Offloaded : (*cs)->native_reason;
 }
@@ -161,8 +166,14 @@ constexpr std::chrono::milliseconds kCollectiveWaitSlice{1};
 
 }  // namespace
 
+// The wait is bounded as the driver bounds its own (device timeout x 1.25 +
+// 100 ms): our firmware ends a stuck call at the device timeout, which comes
+// first, but public ACCL's firmware keeps set_timeout's value unused, and a
+// call it cannot finish would otherwise hold the rank forever.
 void wait_collective(Request& dev) {
   State& st = state();
+  const auto bound = std::chrono::milliseconds(st.s.timeout_ms + st.s.timeout_ms / 4 + 100);
+  const auto deadline = std::chrono::steady_clock::now() + bound;
   for (;;) {
     {
       std::lock_guard lock(st.mu);
@@ -171,6 +182,11 @@ void wait_collective(Request& dev) {
     }
     native_progress();
     if (dev.wait(kCollectiveWaitSlice)) return;
+    if (std::chrono::steady_clock::now() > deadline)
+      throw TimeoutError(dev.call_name(), st.world_rank,
+                         "call '" + dev.call_name() + "' on rank " + std::to_string(st.world_rank) +
+                             " did not complete within " + std::to_string(st.s.timeout_ms) +
+                             " ms (the device did not end it)");
   }
 }
 
@@ -254,7 +270,8 @@ ReduceArgs check_reduction(Call call, int count, MPI_Datatype type, MPI_Op op, M
     if (a.n * static_cast<uint64_t>(blocks) > UINT_MAX || a.bytes > static_cast<uint64_t>(INT_MAX))
       a.why = Reason::TooLarge;
   }
-  if (a.why == Reason::Offloaded) a.why = finish_checks(call, a.bytes, comm, &a.cs);
+  if (a.why == Reason::Offloaded)
+    a.why = finish_checks(call, a.bytes, a.bytes / static_cast<uint64_t>(blocks), comm, &a.cs);
   return a;
 }
 
@@ -297,7 +314,7 @@ BlockArgs check_blocks(Call call, MPI_Comm comm, std::optional<int> root, Reason
   if (a.why == Reason::Offloaded) a.why = classify_movement(a.block, a.total, a.m);
   // Unrooted calls: every rank receives blocks of the size it sends.
   if (!root && a.why == Reason::Offloaded && bytes_of(other.count, other.type) != a.block) a.why = Reason::Signature;
-  if (a.why == Reason::Offloaded) a.why = finish_checks(call, a.total, comm, &a.cs);
+  if (a.why == Reason::Offloaded) a.why = finish_checks(call, a.total, a.block, comm, &a.cs);
   return a;
 }
 
@@ -390,7 +407,7 @@ int coll_bcast(Call call, void* buf, int count, MPI_Datatype type, int root, MPI
   int rank = 0, size = 0;
   Reason why = check_root(pre(comm, &cs), comm, cs, root, &rank, &size);
   if (why == Reason::Offloaded) why = classify_movement(bytes, bytes, m);
-  if (why == Reason::Offloaded) why = finish_checks(call, bytes, comm, &cs);
+  if (why == Reason::Offloaded) why = finish_checks(call, bytes, bytes, comm, &cs);
   if (buffers_checked(why, comm, count >= 0 && type != MPI_DATATYPE_NULL) && valid_root(comm, cs, root, &rank, &size))
     if (const BufferFault f = bcast_buffer(buf, count, type)) return reject_arguments(scope, comm, call, f, bytes);
   if (!offload(scope, why, bytes, comm))
@@ -489,7 +506,9 @@ int coll_alltoall(Call call, const void* sbuf, int scount, MPI_Datatype stype, v
                   MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
   const BlockArgs a = check_blocks(call, comm, std::nullopt,
-                                   state().can_alltoall ? Reason::Offloaded : Reason::DeviceCap,
+                                   state().can_alltoall      ? Reason::Offloaded
+                                   : state().public_firmware ? Reason::PublicRendezvous
+                                                             : Reason::DeviceCap,
                                    sbuf == MPI_IN_PLACE, {scount, stype}, {rcount, rtype});
   if (int rank = 0, size = 0; buffers_checked(a.why, comm, movement_args_valid(scount, stype, rcount, rtype)) &&
                               valid_root(comm, a.cs, 0, &rank, &size))
@@ -513,8 +532,9 @@ int coll_barrier(Call call, MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
   CommState* cs = nullptr;
   Reason why = pre(comm, &cs);
-  if (why == Reason::Offloaded && !state().can_barrier) why = Reason::DeviceCap;
-  if (why == Reason::Offloaded) why = finish_checks(call, 0, comm, &cs);
+  if (why == Reason::Offloaded && !state().can_barrier)
+    why = state().public_firmware ? Reason::PublicRendezvous : Reason::DeviceCap;
+  if (why == Reason::Offloaded) why = finish_checks(call, 0, 0, comm, &cs);
   if (!offload(scope, why, 0, comm)) return req ? PMPI_Ibarrier(comm, req) : PMPI_Barrier(comm);
   return run(call, comm, cs, req, [&](Held&, PostCopy&) { return state().accl->barrier(cs->id, true); });
 }

@@ -114,6 +114,13 @@ CommState* lookup(MPI_Comm comm) { return comm_lookup(comm); }
 // next context id), agree that every member succeeded. Must run without mu.
 bool create_accl_comm(MPI_Comm comm, CommState* cs, bool p2p) {
   State& st = state();
+  // Without a context id in the record, two communicators sharing ranks
+  // could take each other's messages (the driver refuses an explicit id).
+  // Agreed at bring-up, so every member decides alike without a word.
+  if (st.public_firmware) {
+    cs->native_reason = Reason::PublicComm;
+    return false;
+  }
   // Members in comm order, as world ranks (local calls).
   MPI_Group group = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
   PMPI_Comm_group(comm, &group);

@@ -46,7 +46,7 @@ Reason p2p_route(MPI_Comm comm, CommState** cs) {
   *cs = nullptr;
   if (!st.active) return st.s.offload ? Reason::NoDevice : Reason::Disabled;
   if (!st.s.p2p) return Reason::Excluded;
-  if (!st.can_p2p) return Reason::DeviceCap;
+  if (!st.can_p2p) return st.public_firmware ? Reason::PublicP2p : Reason::DeviceCap;
   *cs = comm_for_p2p(comm);
   if (*cs != nullptr) return Reason::Offloaded;
   CommState* known = comm_lookup(comm);
