@@ -139,6 +139,10 @@ Reason composed_pre(MPI_Comm comm, CommState** cs, int* rank, int* size) {
 Reason composed_finish(Reason why, Call call, MPI_Comm comm, bool sized, uint64_t bytes, CommState** cs) {
   if (why != Reason::Offloaded) return why;
   const State& st = state();
+  // Their blocks' sizes are not agreed by all ranks, so a block above the public
+  // firmware's eager size (which it would move by a rendezvous it lacks) could not
+  // be sent native by its rank alone.
+  if (st.public_firmware) return Reason::PublicComposed;
   why = sized ? policy_call(call, bytes)
               : (st.s.enabled[static_cast<size_t>(call)] ? Reason::Offloaded : Reason::Excluded);
   if (why != Reason::Offloaded) return why;

@@ -107,6 +107,8 @@ Verdict decide(Call call, MPI_Comm comm, bool topology) {
     if (kind != MPI_CART && kind != MPI_GRAPH && kind != MPI_DIST_GRAPH) v.why = Reason::NoTopology;
   }
   if (v.why == Reason::Offloaded && !st.s.enabled[static_cast<size_t>(call)]) v.why = Reason::Excluded;
+  // As composed collectives (coll_compose.cpp): blocks of sizes no rank agrees on.
+  if (v.why == Reason::Offloaded && st.public_firmware) v.why = Reason::PublicComposed;
   if (v.why == Reason::Offloaded) {
     if (v.cs == nullptr) v.cs = comm_materialize(comm);
     if (!v.cs->accl) v.why = v.cs->native_reason;

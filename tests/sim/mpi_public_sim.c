@@ -10,7 +10,8 @@
  * (pmpi/src/reasons.def): send/recv (no RANK_ANY/TAG_ANY receives for MPI
  * matching), allreduce MIN (SUM and MAX only), an allreduce above the eager
  * size, alltoall and barrier (rendezvous without RDMA), a collective on a dup of
- * MPI_COMM_WORLD (no context-id word). Every result is checked, and so is
+ * MPI_COMM_WORLD (no context-id word), allgatherv and scan (composed of device
+ * sends of sizes the ranks do not agree on). Every result is checked, and so is
  * where each call ran. cclo_emu sleeps ~10 ms per packet: counts are small.
  */
 #include <mpi.h>
@@ -122,6 +123,22 @@ int main(int argc, char** argv) {
   MPI_Alltoall(a_s, 1, MPI_INT, a_r, 1, MPI_INT, MPI_COMM_WORLD);
   for (int i = 0; i < size; ++i) CHECK(a_r[i] == i * 100 + rank, "alltoall [%d] = %d", i, a_r[i]);
 
+  /* allgatherv and scan (native: composed of device sends whose sizes the
+   * ranks do not agree on, so no rank could keep a rendezvous-size block native) */
+  int v_counts[16], v_displs[16], v_all[16 * 4];
+  for (int i = 0; i < size; ++i) {
+    v_counts[i] = 1 + i % 3;
+    v_displs[i] = 4 * i;
+  }
+  int v_part[3] = {rank * 10, rank * 10 + 1, rank * 10 + 2};
+  MPI_Allgatherv(v_part, v_counts[rank], MPI_INT, v_all, v_counts, v_displs, MPI_INT, MPI_COMM_WORLD);
+  for (int i = 0; i < size; ++i)
+    for (int k = 0; k < v_counts[i]; ++k)
+      CHECK(v_all[4 * i + k] == i * 10 + k, "allgatherv [%d][%d] = %d", i, k, v_all[4 * i + k]);
+  int prefix = 0, mine = rank + 1;
+  MPI_Scan(&mine, &prefix, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  CHECK(prefix == (rank + 1) * (rank + 2) / 2, "scan = %d", prefix);
+
   /* a collective on a dup (native: no context-id word) */
   MPI_Comm dup;
   MPI_Comm_dup(MPI_COMM_WORLD, &dup);
@@ -137,6 +154,8 @@ int main(int argc, char** argv) {
   expect_counts(counts, "MPI_Barrier", 0, 1);
   expect_counts(counts, "MPI_Alltoall", 0, 1);
   expect_counts(counts, "MPI_Sendrecv", 0, 1);
+  expect_counts(counts, "MPI_Allgatherv", 0, 1);
+  expect_counts(counts, "MPI_Scan", 0, 1);
 
   /* The tally bypasses the layer (PMPI_): it is not under test, and each
    * offloaded call costs about a second on cclo_emu. */
