@@ -19,6 +19,7 @@ import numpy as np
 from . import _pyaccl, _sim
 from ._arith import ACCL_DEFAULT_ARITH_CONFIG, ACCLArithConfig, _native_arith_config
 from ._calls import ACCLRequest, _DeviceCalls
+from ._setup import _SetupCalls
 from ._checks import _index, _parse_endpoint, _rank_record, _whole
 # native_type is not used here; pyaccl.accl.native_type worked before the calls moved out.
 from .buffer import ACCLBuffer, native_type  # noqa: F401
@@ -34,10 +35,6 @@ __all__ = [
     "ACCLError", "ACCLDeviceError", "ACCLTimeoutError", "ACCLArgumentError",
 ]
 
-# Rendezvous scratch buffers are capped like public ACCL's accl_network_utils
-# (min(nbufs * bufsize, 4 MiB)): enough for its flat-tree reduce sizes
-# without reserving large device memory per instance.
-_MAX_RENDEZVOUS_CAP = 4 * 1024 * 1024
 _PROTOCOLS = ("TCP", "UDP", "RDMA")
 
 
@@ -57,7 +54,7 @@ class _SubmoduleAccess(type):
         return module.__dict__[name]
 
 
-class accl(_DeviceCalls, metaclass=_SubmoduleAccess):  # noqa: N801 (seed 003 name)
+class accl(_DeviceCalls, _SetupCalls, metaclass=_SubmoduleAccess):  # noqa: N801 (seed 003 name)
     """ACCL Python Driver.
 
     Args:
@@ -91,6 +88,7 @@ class accl(_DeviceCalls, metaclass=_SubmoduleAccess):  # noqa: N801 (seed 003 na
         self._driver = None  # first, so deinit()/__del__ work after a failed constructor
         self._pending_lock = threading.Lock()
         self._pending = []  # handles of async calls not known to be complete
+        self._timeout_us = None  # set_timeout's value, kept across reconfigurations
         self.nranks = _index(nranks, "accl: nranks")
         if self.nranks < 1:
             raise ACCLArgumentError("accl: nranks must be at least 1")
@@ -135,10 +133,10 @@ class accl(_DeviceCalls, metaclass=_SubmoduleAccess):  # noqa: N801 (seed 003 na
         else:
             raise ACCLArgumentError("accl: no device: pass xclbin=... for an Alveo card or sim_mode=True "
                                     "for the bundled emulator")
-        self.ranks = ranks
-        max_rendezvous = min(self.nbufs * self.bufsize, _MAX_RENDEZVOUS_CAP)
-        driver.initialize([(r["ip"], r["port"], r["session_id"], r["max_segment_size"]) for r in ranks],
-                          self.local_rank, self.nbufs, self.bufsize, self.bufsize, max_rendezvous)
+        # The bundled emulator's CCLOs listen where the rank list says; other devices' rank
+        # lists only describe the network (configure_communicator may change them).
+        self._endpoints_fixed = self.sim_mode and self.sim_sock is None
+        self._configure_device(driver, ranks, self.nbufs, self.bufsize)
         self._driver = driver
 
     def _open_emulator(self, ranks, native_arith):
@@ -222,7 +220,9 @@ class accl(_DeviceCalls, metaclass=_SubmoduleAccess):  # noqa: N801 (seed 003 na
 
     def set_timeout(self, seconds):
         """Device timeout of every call, in seconds (default ACCL_TIMEOUT_MS)."""
-        self._live_driver("set_timeout").set_timeout_us(int(seconds * 1_000_000))
+        timeout_us = int(seconds * 1_000_000)
+        self._live_driver("set_timeout").set_timeout_us(timeout_us)
+        self._timeout_us = timeout_us
 
     def supports(self, func):
         """Whether the CCLO implements reduce function ``func`` (ACCLReduceFunctions)."""
