@@ -78,8 +78,9 @@ std::vector<Setting> make_table() {
       choice("ACCL_LOG_LEVEL", core, "error", "off,error,warn,info,debug,trace", "log level"),
       integer("ACCL_TIMEOUT_MS", core, "10000", 1, kMaxTimeoutMs, "ms",
               "device timeout for every call; a call that cannot finish ends in a timeout error"),
-      choice("ACCL_DEVICE", core, "emu", "emu,xrt,none",
-             "device behind ACCL: emu (bundled emulator), xrt (Alveo card), none (PMPI: run natively)"),
+      choice("ACCL_DEVICE", core, "emu", "emu,xrt,sim,none",
+             "device behind ACCL: emu (bundled emulator), xrt (Alveo card), sim (a public ACCL simulation "
+             "session at ACCL_SIM_ADDRESS), none (PMPI: run natively)"),
       integer("ACCL_RX_BUFFER_COUNT", core, "16", 1, 256, "",
               "number of RX spare buffers (PMPI layer and accl-bench-core)"),
       integer("ACCL_RX_BUFFER_SIZE", core, "65536", kDatapathWord, kGiB, "bytes",

@@ -161,6 +161,7 @@ uint64_t host_hash() {
 struct Endpoint {
   int ok;
   int port;
+  int session_id;  // a simulation session's instance (its rank), else -1
   uint64_t host;
   uint64_t rx_buffer_size;  // eager segments to this rank must fit its RX buffers
   char ip[48];
@@ -209,6 +210,7 @@ void start_device() {
     devices::Request request;
     request.kind = devices::selected();
     request.rank = st.world_rank;
+    request.size = st.world_size;
     request.host_processes = static_cast<unsigned>(host_ranks);
     request.port = 0;  // any free port; peers learn it below
     request.job_secret = secret;
@@ -216,6 +218,7 @@ void start_device() {
     dev = std::move(opened.device);
     std::snprintf(me.ip, sizeof me.ip, "%s", opened.ip.c_str());
     me.port = opened.port;
+    me.session_id = opened.session_id;
     me.ok = 1;
   } catch (const std::exception& e) {
     me.ok = 0;
@@ -231,8 +234,10 @@ void start_device() {
     const Endpoint& e = all[static_cast<size_t>(r)];
     if (!e.ok && why.empty()) why = "rank " + std::to_string(r) + ": " + e.why;
   }
-  // Loopback endpoints (an emulated CCLO's default) cannot reach another host.
-  if (why.empty()) {
+  // Loopback endpoints (an emulated CCLO's default) cannot reach another
+  // host. A simulation session's instances meet inside the session, wherever
+  // the ranks driving them run.
+  if (why.empty() && st.s.device == std::string(devices::to_string(devices::Kind::emu))) {
     for (const Endpoint& e : all) {
       if (e.host != all[0].host && (std::strncmp(e.ip, "127.", 4) == 0 || std::strncmp(all[0].ip, "127.", 4) == 0)) {
         why = "ranks on several hosts but the emulator listens on loopback (set ACCL_EMU_BIND_ADDRESS)";
@@ -250,6 +255,7 @@ void start_device() {
     rank_t r;
     r.ip = e.ip;
     r.port = e.port;
+    r.session_id = e.session_id;
     // Ranks may have RX buffers of different sizes (an MPMD launch): each
     // sends eager segments that fit the receiver's, not its own.
     r.max_segment_size = e.rx_buffer_size;
@@ -285,6 +291,9 @@ void start_device() {
     ok = false;
     err = e.what();
   }
+  // The agreement is also where the ranks meet after initialize(): no rank
+  // sends before every CCLO has its RX buffers (a public simulation session
+  // drops what arrives earlier).
   if (!all_agree(ok)) {
     st.accl.reset();
     device_unavailable(ok ? "driver bring-up failed on another rank" : err);
