@@ -2,9 +2,9 @@
 """pyaccl on a public ACCL simulation session: seed 000's cells, then host and device buffers and a
 chain, with every instance connected to its own public cclo_emu process through sim_sock.
 
-Usage: pyaccl_public_session.py CCLO_EMU LOG_DIR
-Exits 77 (skipped, with the reason) when CCLO_EMU does not exist: build it with
-`ninja -C build accl-public-emu` (public ACCL's build.sh, 3-6 minutes).
+Usage: pyaccl_public_session.py CCLO_EMU PEER_DIR LOG_DIR
+Exits 77 (skipped, with the reason) when CCLO_EMU does not exist: PEER_DIR (public ACCL, its
+build.sh) is absent, or `ninja -C build accl-public-emu` has not built it yet (3-6 minutes).
 
 Only what public firmware rules allow: SUM and MAX, every message at most the RX buffer size
 (eager). cclo_emu sleeps ~10 ms per Ethernet packet, so a small collective takes about a second.
@@ -193,9 +193,13 @@ def buffers_and_chains(instances):
 
 
 def main():
-    cclo_emu, log_dir = sys.argv[1], sys.argv[2]
+    cclo_emu, peer_dir, log_dir = sys.argv[1:4]
     if not os.access(cclo_emu, os.X_OK):
-        print(f"SKIP: public cclo_emu is not built ({cclo_emu}); run `ninja -C build accl-public-emu`")
+        if not os.path.isfile(os.path.join(peer_dir, "build.sh")):
+            print(f"SKIP: no public ACCL at '{peer_dir}' (../shared/peers/accl-public beside the repository), "
+                  "so public cclo_emu cannot be built")
+        else:
+            print(f"SKIP: public cclo_emu not built at '{cclo_emu}' (build it: ninja -C <builddir> accl-public-emu)")
         return 77
     session = Session(cclo_emu, log_dir)
     namespace = {"__name__": "__seed000__"}
