@@ -9,6 +9,7 @@
 #include <accl/config.hpp>
 #include <accl_devices/devices.hpp>
 #include <accl_hw/hw.hpp>
+#include <accl_hw/sim.hpp>
 #include <accl_hw/locality.hpp>
 #include <accl_pmpi/settings.hpp>  // the PMPI layer's settings check (MPI-free)
 
@@ -112,6 +113,8 @@ void print_build(Printer& p) {
   p.section("Build", "build");
   p.item("XRT backend", hw::built_with_xrt() ? "yes (XRT " + hw::xrt_version() + ")" : "no");
   p.item("hwloc", hw::built_with_hwloc() ? "yes (" + hw::hwloc_version() + ")" : "no (card discovery through sysfs)");
+  p.item("simulator session",
+         hw::built_with_sim() ? "yes (ACCL_DEVICE=sim)" : "no (built without ZeroMQ/nlohmann-json)");
 #if ACCL_INFO_HAVE_EMU
   p.item("emulator", "yes");
 #else

@@ -9,6 +9,7 @@
 #include <accl/log.hpp>
 
 #include "internal.hpp"
+#include "public_firmware.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -151,7 +152,10 @@ void ACCL::set_timeout(std::chrono::microseconds timeout) {
   impl_->require_initialized(kCall);
   if (timeout.count() <= 0 || timeout.count() > std::numeric_limits<uint32_t>::max())
     impl_->fail(kCall, "timeout " + std::to_string(timeout.count()) + " us is not in 1..2^32-1 us");
-  impl_->config_call(kCall, abi::kSetTimeout, static_cast<uint32_t>(timeout.count()));
+  const bool public_firmware = detail::public_fw::applies(impl_->capabilities);
+  impl_->config_call(kCall, abi::kSetTimeout,
+                     public_firmware ? detail::public_fw::timeout_counter(timeout)
+                                     : static_cast<uint32_t>(timeout.count()));
   impl_->timeout = timeout;
 }
 
@@ -166,6 +170,13 @@ void ACCL::set_max_eager_msg_size(size_t bytes) {
   std::lock_guard lock(impl_->mutex);
   impl_->require_initialized(kCall);
   if (bytes > std::numeric_limits<uint32_t>::max()) impl_->fail(kCall, "size does not fit in 32 bits");
+  if (detail::public_fw::applies(impl_->capabilities)) {
+    // The public firmware checks only the RX buffer size here; a rendezvous
+    // size left at or below the new eager size would break its rule too.
+    const std::string problem =
+        detail::public_fw::threshold_problem(impl_->rx_buffer_size, bytes, impl_->max_rendezvous_size);
+    if (!problem.empty()) impl_->fail(kCall, problem);
+  }
   impl_->config_call(kCall, abi::kSetMaxEagerSize, static_cast<uint32_t>(bytes));
   impl_->max_eager_size = bytes;
 }
@@ -176,6 +187,11 @@ void ACCL::set_max_rendezvous_msg_size(size_t bytes) {
   std::lock_guard lock(impl_->mutex);
   impl_->require_initialized(kCall);
   if (bytes > std::numeric_limits<uint32_t>::max()) impl_->fail(kCall, "size does not fit in 32 bits");
+  if (detail::public_fw::applies(impl_->capabilities)) {
+    const std::string problem =
+        detail::public_fw::threshold_problem(impl_->rx_buffer_size, impl_->max_eager_size, bytes);
+    if (!problem.empty()) impl_->fail(kCall, problem);
+  }
   impl_->config_call(kCall, abi::kSetMaxRendezvousSize, static_cast<uint32_t>(bytes));
   impl_->max_rendezvous_size = bytes;
 }
@@ -366,17 +382,21 @@ std::string ACCL::dump_rx_buffers() {
 
 std::string ACCL::dump_communicator(communicatorId comm) {
   uint32_t address;
+  bool with_context;
   {
     std::lock_guard lock(impl_->mutex);
     impl_->require_initialized("dump_communicator");
     address = impl_->communicator("dump_communicator", comm).address;
+    with_context = !detail::public_fw::applies(impl_->capabilities);
   }
   Device& dev = impl_->device;
   const uint32_t size = dev.read(address + 4 * abi::kCommSizeWord);
   char line[192];
-  std::snprintf(line, sizeof line, "communicator %u at 0x%04x: %u ranks, local rank %u, context %u\n", comm, address,
-                size, dev.read(address + 4 * abi::kCommLocalRankWord),
-                dev.read(address + 4 * abi::comm_context_word(size)));
+  // A public firmware's record has no context word (the next word is not ours).
+  const std::string context =
+      with_context ? std::to_string(dev.read(address + 4 * abi::comm_context_word(size))) : std::string("none");
+  std::snprintf(line, sizeof line, "communicator %u at 0x%04x: %u ranks, local rank %u, context %s\n", comm, address,
+                size, dev.read(address + 4 * abi::kCommLocalRankWord), context.c_str());
   std::string text = line;
   for (uint32_t r = 0; r < size; ++r) {
     const uint32_t base = address + 4 * (abi::kCommRanksWord + r * abi::kCommRankRecordWords);

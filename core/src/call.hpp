@@ -18,6 +18,7 @@
 #include <accl/log.hpp>
 
 #include "internal.hpp"
+#include "public_firmware.hpp"
 
 #include <array>
 #include <cstdint>
@@ -79,7 +80,12 @@ class Checker {
   }
 
   void rank_in(const char* what, uint32_t r, const detail::CommunicatorInfo& c, bool any_allowed = false) const {
-    if (any_allowed && r == abi::kRankAny) return;
+    if (any_allowed && r == abi::kRankAny) {
+      if (public_fw::applies(impl_.capabilities))
+        impl_.fail(call_, std::string(what) + " RANK_ANY: the public firmware (no capability word) matches "
+                                              "receives by source rank only");
+      return;
+    }
     if (r >= c.size)
       impl_.fail(call_, std::string(what) + " " + std::to_string(r) + " is outside the communicator of " +
                             std::to_string(c.size) + " ranks");
@@ -90,7 +96,11 @@ class Checker {
     if (index > static_cast<uint32_t>(reduceFunction::MAXLOC))
       impl_.fail(call_, "reduce function " + std::to_string(index) + " does not exist");
     const uint32_t needs = abi::reduce_function_capabilities(index);
-    if ((impl_.capabilities & needs) != needs) impl_.fail(call_, std::string("reduce function ") + function_name(f) + " is not supported by this CCLO");
+    if ((impl_.capabilities & needs) != needs)
+      impl_.fail(call_, std::string("reduce function ") + function_name(f) + " is not supported by this CCLO" +
+                            (public_fw::applies(impl_.capabilities)
+                                 ? " (the public firmware, no capability word: SUM and MAX only)"
+                                 : ""));
   }
 
   void data_type(const char* what, dataType t) const {
@@ -158,9 +168,21 @@ class Call {
   Syncs outputs;
 
  private:
+  // What the public firmware cannot finish is refused before the device
+  // sees it (public_firmware.hpp).
+  void check_public_rules(const CallWords& words) const {
+    uint32_t comm_size = 0;
+    for (const auto& c : impl_.communicators)
+      if (c.address == spec.comm_address) comm_size = c.size;
+    const std::string problem = public_fw::call_problem(spec, words, comm_size, impl_.max_eager_size,
+                                                        public_fw::rdma_stack(impl_.hwid));
+    if (!problem.empty()) impl_.fail(name_, problem);
+  }
+
   RequestPtr launch(bool needs_device, const std::vector<RequestPtr>& waitfor, bool run_async) {
     encoding::Encoded encoded = encoding::encode_call(spec, impl_.arith_slots);
     if (!encoded.ok()) impl_.fail(name_, encoded.error);
+    if (needs_device && public_fw::applies(impl_.capabilities)) check_public_rules(encoded.words);
 
     std::shared_ptr<detail::CallRequest> request;
     if (!needs_device) {

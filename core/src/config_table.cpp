@@ -78,8 +78,9 @@ std::vector<Setting> make_table() {
       choice("ACCL_LOG_LEVEL", core, "error", "off,error,warn,info,debug,trace", "log level"),
       integer("ACCL_TIMEOUT_MS", core, "10000", 1, kMaxTimeoutMs, "ms",
               "device timeout for every call; a call that cannot finish ends in a timeout error"),
-      choice("ACCL_DEVICE", core, "emu", "emu,xrt,none",
-             "device behind ACCL: emu (bundled emulator), xrt (Alveo card), none (PMPI: run natively)"),
+      choice("ACCL_DEVICE", core, "emu", "emu,xrt,sim,none",
+             "device behind ACCL: emu (bundled emulator), xrt (Alveo card), sim (a public ACCL simulation "
+             "session at ACCL_SIM_ADDRESS), none (PMPI: run natively)"),
       integer("ACCL_RX_BUFFER_COUNT", core, "16", 1, 256, "",
               "number of RX spare buffers (PMPI layer and accl-bench-core)"),
       integer("ACCL_RX_BUFFER_SIZE", core, "65536", kDatapathWord, kGiB, "bytes",
@@ -87,9 +88,12 @@ std::vector<Setting> make_table() {
       integer("ACCL_MAX_EAGER_SIZE", core, "65536", kDatapathWord, kMax32, "bytes",
               "largest message sent eagerly in bytes, larger ones use rendezvous (PMPI layer and accl-bench-core); "
               "at most ACCL_RX_BUFFER_COUNT x ACCL_RX_BUFFER_SIZE; when unset, 65536 or that product if it is "
-              "smaller; PMPI: all ranks use the smallest value any rank has"),
+              "smaller; PMPI: all ranks use the smallest value any rank has; public firmware (no capability word, e.g. "
+              "ACCL_DEVICE=sim): at least ACCL_RX_BUFFER_SIZE, and larger messages run natively unless the card "
+              "is RDMA"),
       integer_or_off("ACCL_MAX_RENDEZVOUS_SIZE", core, "4194304", kDatapathWord, kMax32, "bytes",
-                     "bytes of each scratch buffer used by collectives; 0 = eager only"),
+                     "bytes of each scratch buffer used by collectives; 0 = eager only; public firmware (no capability "
+                     "word): above ACCL_MAX_EAGER_SIZE, never 0"),
       // emulator
       choice("ACCL_EMU_TRANSPORT", emu, "auto", "auto,inproc,shm,tcp,udp",
              "emulator transport: auto (in-process, else shm on one host, else tcp), inproc (one process only), "
@@ -145,6 +149,15 @@ std::vector<Setting> make_table() {
       integer("ACCL_SIM_REPLY_TIMEOUT_MS", hw, "30000", 1, kMaxTimeoutMs, "ms",
               "ACCL_DEVICE=sim: longest wait for one reply of the simulator session, also for the first one at "
               "start-up (cclo_emu answers about 5 s after it starts); no reply is an error naming the session"),
+      choice("ACCL_HW_NETWORK", hw, "none", "none,udp,tcp",
+             "ACCL_DEVICE=xrt: bring up the card's network at start-up as public ACCL's accl_network_utils does: "
+             "udp = CMAC link, socket table and ARP of its UDP design, tcp = stack buffers, POE kernel and one "
+             "session per peer of its TCP design; every rank of the job must use the same; none = the network is "
+             "configured already"),
+      boolean("ACCL_HW_RSFEC", hw, "off", "ACCL_HW_NETWORK=udp: Reed-Solomon FEC on the CMAC (both ends of a link alike)"),
+      integer("ACCL_HW_NETWORK_TIMEOUT_MS", hw, "60000", 1, kMaxTimeoutMs, "ms",
+              "ACCL_HW_NETWORK: longest wait of each bring-up step that needs the link or a peer (link up, ARP "
+              "answer of every peer, one session-handler run, connecting to one peer); then an error naming it"),
       // PMPI layer
       boolean("ACCL_OFFLOAD", pmpi, "on", "PMPI: on = offload eligible calls to ACCL, off = pure interposition"),
       text("ACCL_OFFLOAD_CALLS", pmpi, "",

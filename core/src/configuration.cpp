@@ -8,6 +8,7 @@
 #include <accl/log.hpp>
 
 #include "internal.hpp"
+#include "public_firmware.hpp"
 
 #include <arpa/inet.h>
 
@@ -123,6 +124,14 @@ void ACCL::Impl::initialize(const std::vector<rank_t>& ranks, int local_rank, co
     config_call("soft_reset", abi::kResetPeripherals, 0);
     const uint32_t caps = device.read(abi::kCapabilitiesOffset);
     capabilities = (caps & abi::kCapValid) ? caps : 0;
+    hwid = device.read(abi::kHwIdOffset);
+    // The public firmware would refuse these at its config calls below, after
+    // the buffers are in place: say why before anything is allocated.
+    if (detail::public_fw::applies(capabilities)) {
+      const std::string problem =
+          detail::public_fw::threshold_problem(rx_buffer_size, max_eager_size, max_rendezvous_size);
+      if (!problem.empty()) fail(kCall, problem);
+    }
 
     // RX buffers: zeroed device memory, one record each; the count goes in
     // last because the CCLO starts using the table as soon as it is non-zero.
@@ -157,7 +166,7 @@ void ACCL::Impl::initialize(const std::vector<rank_t>& ranks, int local_rank, co
     next_communicator_id = 0;
     communicators_created = 0;
     global_ranks = ranks;
-    create_communicator(kCall, ranks, local_rank, 0u);
+    create_communicator(kCall, ranks, local_rank, std::nullopt);
 
     load_arithmetic_configs();
 
@@ -169,7 +178,10 @@ void ACCL::Impl::initialize(const std::vector<rank_t>& ranks, int local_rank, co
                  std::min<uint32_t>(static_cast<uint32_t>(max_rendezvous_size / 4), kReduceFlatTreeMaxCountCap));
     device.write(abi::kConfigReadyOffset, 1);
 
-    config_call("set_timeout", abi::kSetTimeout, clamp_to_word(static_cast<uint64_t>(timeout.count())));
+    config_call("set_timeout", abi::kSetTimeout,
+                detail::public_fw::applies(capabilities)
+                    ? detail::public_fw::timeout_counter(timeout)
+                    : clamp_to_word(static_cast<uint64_t>(timeout.count())));
     config_call("set_max_eager_msg_size", abi::kSetMaxEagerSize, static_cast<uint32_t>(max_eager_size));
     config_call("set_max_rendezvous_msg_size", abi::kSetMaxRendezvousSize,
                 static_cast<uint32_t>(max_rendezvous_size));
@@ -268,13 +280,19 @@ communicatorId ACCL::Impl::create_communicator(const std::string& call, const st
   if (local_rank < 0 || static_cast<size_t>(local_rank) >= ranks.size())
     fail(call, "local rank " + std::to_string(local_rank) + " is outside the " + std::to_string(ranks.size()) +
                    " ranks");
-  // The header carries (context id << 1) | collective.
-  const uint32_t context = context_id.value_or(communicators_created);
+  // The header carries (context id << 1) | collective. The public firmware
+  // has no context-id word: its record ends after the ranks, as public ACCL
+  // writes it, and an explicit context id cannot be honoured.
+  const bool with_context = !detail::public_fw::applies(capabilities);
+  if (!with_context && context_id)
+    fail(call, "context id " + std::to_string(*context_id) +
+                   " given, but the public firmware (no capability word) has no context-id word");
+  const uint32_t context = with_context ? context_id.value_or(communicators_created) : 0;
   if (context >= (1u << 31)) fail(call, "context id " + std::to_string(context) + " does not fit in 31 bits");
 
   const std::vector<uint32_t> ips = checked_ips(call, ranks);
 
-  const uint32_t bytes = comm_record_bytes(ranks.size());
+  const uint32_t bytes = comm_record_bytes(ranks.size()) - (with_context ? 0 : kWordBytes);
   const auto address = exchange.allocate(bytes);
   if (!address)
     fail(call, "exchange memory is full: a communicator of " + std::to_string(ranks.size()) + " ranks needs " +
@@ -298,7 +316,7 @@ communicatorId ACCL::Impl::create_communicator(const std::string& call, const st
     word(base + abi::kRankSession, peer.session_id < 0 ? 0xFFFFFFFFu : static_cast<uint32_t>(peer.session_id));
     word(base + abi::kRankMaxSegment, static_cast<uint32_t>(segment));
   }
-  word(abi::comm_context_word(nranks), context);
+  if (with_context) word(abi::comm_context_word(nranks), context);
 
   ++communicators_created;
   // After 2^32 creations the counter wraps: skip the ids still alive (the

@@ -185,6 +185,7 @@ struct ACCL::Impl {
   size_t max_eager_size = 0;
   size_t max_rendezvous_size = 0;
   uint32_t capabilities = 0;  // abi::Capability bits, 0 unless kCapValid was set
+  uint32_t hwid = 0;          // HWID as read at initialize() (public rules: its network stack)
   std::vector<DeviceAllocation> rx_buffers;
   std::vector<DeviceAllocation> spare_buffers;
   detail::ExchangeAllocator exchange;

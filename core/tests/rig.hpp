@@ -28,12 +28,16 @@ inline std::vector<rank_t> make_ranks(unsigned size, uint64_t max_segment = 0) {
   return ranks;
 }
 
+// A firmware that writes the capability word but advertises nothing beyond
+// it (this project's rules; no capability word = public rules).
+inline constexpr uint32_t kOurFirmware = abi::kCapValid;
+
 struct Rig {
   std::shared_ptr<FakeDevice::State> state = std::make_shared<FakeDevice::State>();
   FakeDevice* device = nullptr;  // owned by accl
   std::unique_ptr<ACCL> accl;
 
-  explicit Rig(unsigned size = 4, int rank = 2, uint32_t capabilities = 0, bool initialize = true) {
+  explicit Rig(unsigned size = 4, int rank = 2, uint32_t capabilities = kOurFirmware, bool initialize = true) {
     state->capabilities_after_reset = capabilities;
     auto dev = std::make_unique<FakeDevice>(state);
     device = dev.get();

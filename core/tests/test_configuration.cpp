@@ -21,7 +21,7 @@ namespace {
 // configurations start at 0x204, and each lists four functions (SUM, MAX,
 // MIN, PROD), so each is 11 words.
 TEST(Configuration, InitializeWritesTheWorkedExampleLayout) {
-  Rig rig(2, 1, 0, false);
+  Rig rig(2, 1, kOurFirmware, false);
   InitOptions opts;
   opts.rx_buffer_count = 16;
   opts.rx_buffer_size = 3072;
@@ -126,7 +126,7 @@ TEST(Configuration, InitializeWritesTheWorkedExampleLayout) {
 }
 
 TEST(Configuration, MaxSegmentDefaultsToAndIsCappedAtTheRxBufferSize) {
-  Rig rig(2, 0, 0, false);
+  Rig rig(2, 0, kOurFirmware, false);
   auto ranks = make_ranks(2);
   ranks[1].max_segment_size = 1 << 20;
   ranks[0].session_id = -1;
@@ -145,7 +145,7 @@ TEST(Configuration, MaxSegmentDefaultsToAndIsCappedAtTheRxBufferSize) {
 }
 
 TEST(Configuration, NoSpareBuffersWhenRendezvousIsOff) {
-  Rig rig(2, 0, 0, false);
+  Rig rig(2, 0, kOurFirmware, false);
   rig.accl->initialize(make_ranks(2), 0, 4, 1024, 1024, 0);
   for (uint32_t off : {0x1FD8u, 0x1FDCu, 0x1FE0u, 0x1FE4u, 0x1FE8u, 0x1FECu}) EXPECT_EQ(rig.state->word(off), 0u);
   EXPECT_EQ(rig.state->live_allocations, 4);
@@ -160,7 +160,7 @@ TEST(Configuration, TimeoutDefaultsToTheEnvironment) {
 }
 
 TEST(Configuration, FailedConfigCallThrowsDeviceErrorAndLeavesNothingAllocated) {
-  Rig rig(2, 0, 0, false);
+  Rig rig(2, 0, kOurFirmware, false);
   rig.state->retcode = [](const CallWords& w) {
     return w[abi::kWordScenario] == abi::kConfig && w[abi::kWordFunction] == abi::kSetMaxEagerSize
                ? uint32_t{abi::kEagerThresholdInvalid}
@@ -174,7 +174,7 @@ TEST(Configuration, FailedConfigCallThrowsDeviceErrorAndLeavesNothingAllocated) 
 }
 
 TEST(Configuration, InitializeRejectsBadArgumentsBeforeTouchingTheDevice) {
-  Rig rig(2, 0, 0, false);
+  Rig rig(2, 0, kOurFirmware, false);
   EXPECT_THROW(rig.accl->initialize({}, 0), ArgumentError);
   EXPECT_THROW(rig.accl->initialize(make_ranks(2), 2), ArgumentError);
   EXPECT_THROW(rig.accl->initialize(make_ranks(2), 0, 0), ArgumentError);
@@ -214,7 +214,7 @@ TEST(Configuration, DeinitResetsFreesAndForgets) {
 }
 
 TEST(Configuration, CallsBeforeInitializeNameTheCall) {
-  Rig rig(2, 0, 0, false);
+  Rig rig(2, 0, kOurFirmware, false);
   auto buf = rig.accl->create_buffer<int32_t>(4);
   auto msg = message_of<ArgumentError>([&] { rig.accl->send(*buf, 4, 1); });
   EXPECT_NE(msg.find("'send'"), std::string::npos) << msg;

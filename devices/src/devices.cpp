@@ -4,6 +4,7 @@
 #include <accl/config.hpp>
 #include <accl_emu/emulator.hpp>
 #include <accl_hw/hw.hpp>
+#include <accl_hw/sim.hpp>
 
 #include <stdexcept>
 #include <string>
@@ -36,12 +37,32 @@ Opened open_card(const Request& request) {
     options.cclo_kernel = "ccl_offload:{ccl_offload_" + index + "}";
     options.hostctrl_kernel = "hostctrl:{hostctrl_" + index + "_0}";
   }
+  // The card's network (ACCL_HW_NETWORK) uses the same addresses as below.
+  options.network = hw::network_plan_from_environment(request.rank, request.size);
   Opened out;
-  out.device = hw::create_xrt_device(options);
+  hw::NetworkResult network;
+  out.device = hw::create_xrt_device(options, &network);
+  out.session_ids = std::move(network.session_ids);
   // Public ACCL's convention for the card's network: 10.10.10.<rank+1>,
   // port 5500 + rank (accl_network_utils).
   out.ip = "10.10.10." + std::to_string(request.rank + 1);
   out.port = 5500 + request.rank;
+  return out;
+}
+
+// One instance of a public ACCL simulation session, as public ACCL's drivers
+// address it in sim mode (accl_network_utils' generate_ranks): rank r at
+// 127.0.0.1, port P+r, session id r. The instances' emulated Ethernet joins
+// them by session id; ip and port only name them.
+Opened open_simulated(const Request& request) {
+  hw::SimOptions options = hw::sim_options_from_environment(request.rank, request.size);
+  if (request.sim_address) options.address = *request.sim_address;
+  const hw::SimAddress rank0 = hw::parse_sim_address(options.address);
+  Opened out;
+  out.device = hw::make_sim_device(options);
+  out.ip = "127.0.0.1";
+  out.port = static_cast<int>(rank0.port) + request.rank;
+  out.session_id = request.rank;
   return out;
 }
 
@@ -51,6 +72,7 @@ const char* to_string(Kind kind) {
   switch (kind) {
     case Kind::emu: return "emu";
     case Kind::xrt: return "xrt";
+    case Kind::sim: return "sim";
     case Kind::none: return "none";
   }
   return "?";
@@ -58,13 +80,17 @@ const char* to_string(Kind kind) {
 
 Kind selected() {
   const std::string word = config::get_choice("ACCL_DEVICE");
-  return word == "xrt" ? Kind::xrt : word == "none" ? Kind::none : Kind::emu;
+  if (word == "xrt") return Kind::xrt;
+  if (word == "sim") return Kind::sim;
+  if (word == "none") return Kind::none;
+  return Kind::emu;
 }
 
 Opened open(const Request& request) {
   switch (request.kind) {
     case Kind::emu: return open_emulated(request);
     case Kind::xrt: return open_card(request);
+    case Kind::sim: return open_simulated(request);
     case Kind::none: break;
   }
   throw std::invalid_argument("devices::open: kind \"none\" names no device to open");

@@ -204,6 +204,7 @@ bool fetch_arrival_for(Fw& fw, uint32_t context_id, uint32_t src) {
       log_line(fw, kLogWarn,
                LogLine().str("arrival table full, also its reserve for waiting calls (").dec(kMaxArrivals)
                    .str(" unmatched arrivals): waiting calls end at their deadline unless receives free slots"));
+      log_arrival_table(fw, kLogWarn);
     }
     return false;
   }
@@ -386,48 +387,6 @@ void consume_arrival(Fw& fw, uint32_t index) {
   if (!slot.used) return;
   release_if_payload(fw, slot.a);
   remove_slot(fw, index);
-}
-
-void log_waits_of_expired_call(Fw& fw, const CallSlot& call) {
-  if (!fw.dp.log_enabled(kLogWarn)) return;
-  for (uint32_t i = 0; i < call.nops; ++i) {
-    const PeerOp& op = call.ops[i];
-    if (op.kind != OpKind::send && op.kind != OpKind::recv) continue;
-    if (op.state == OpState::done) continue;
-    LogLine line;
-    line.str("call ").dec(call.id).str(op.kind == OpKind::send ? " send to " : " receive from ").dec(op.peer)
-        .str(" ctx ").hex(op.ctx).str(" collective ").dec(call.collective_number).str(" state ")
-        .dec(static_cast<uint32_t>(op.state)).str(" waits; arrival table holds ").dec(fw.st.narrivals);
-    log_line(fw, kLogWarn, line);
-  }
-  // What fills the table: per (ctx, src), how many and which collectives.
-  constexpr uint32_t kGroups = 8;
-  uint32_t ctxs[kGroups] = {}, srcs[kGroups] = {}, counts[kGroups] = {}, lo[kGroups] = {}, hi[kGroups] = {};
-  uint32_t groups = 0;
-  for (uint32_t i = 0; i < fw.st.arrival_hwm; ++i) {
-    const ArrivalSlot& s = fw.st.arrivals[i];
-    if (!s.used) continue;
-    const abi::WireHeader& h = s.a.header;
-    const uint32_t number = h.reserved[kHdrWordCollective];
-    uint32_t g = 0;
-    while (g < groups && (ctxs[g] != h.ctx || srcs[g] != h.src)) ++g;
-    if (g == groups) {
-      if (groups == kGroups) continue;
-      ctxs[g] = h.ctx;
-      srcs[g] = h.src;
-      lo[g] = hi[g] = number;
-      ++groups;
-    }
-    ++counts[g];
-    lo[g] = min_of(lo[g], number);
-    hi[g] = number > hi[g] ? number : hi[g];
-  }
-  for (uint32_t g = 0; g < groups; ++g) {
-    LogLine line;
-    line.str("  ").dec(counts[g]).str(" arrivals from ").dec(srcs[g]).str(" ctx ").hex(ctxs[g])
-        .str(" collectives ").dec(lo[g]).str("..").dec(hi[g]);
-    log_line(fw, kLogWarn, line);
-  }
 }
 
 uint32_t failed_link_status(Fw& fw, uint32_t comm, uint32_t comm_size, uint32_t peer) {

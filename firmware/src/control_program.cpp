@@ -383,6 +383,7 @@ ControlProgram::PollResult one_pass(Fw& fw) {
       log_line(fw, kLogInfo,
                LogLine().str("arrival table full (").dec(kMaxArrivals - kArrivalsForWaitingCalls)
                    .str(" unmatched arrivals): later ones are taken in for the calls that wait for them"));
+      log_arrival_table(fw, kLogDebug);
     }
   }
   step_all(fw);

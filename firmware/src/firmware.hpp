@@ -108,7 +108,9 @@ uint32_t start_collective_number(Fw& fw, uint32_t context_id);
 uint32_t find_done(Fw& fw, const PeerOp& op);
 // Removes an arrival; eager payloads are released to the data plane.
 void consume_arrival(Fw& fw, uint32_t index);
-// Warns what an expired call's ops waited for and what the arrival table held.
+// arrival_log.cpp: what the arrival table holds, per (ctx, source, kind),
+// at `level`; and what an expired call's ops waited for (warning).
+void log_arrival_table(Fw& fw, int level);
 void log_waits_of_expired_call(Fw& fw, const CallSlot& call);
 // Error bits if the link to `peer` (or to any member for kRankAny) is broken.
 // Asked for every pending peer operation on every pass, and

@@ -125,7 +125,13 @@ bool progress_recv(Fw& fw, CallSlot& call, PeerOp& op) {
       // Not every failed link: then one dead member would fail every later
       // RANK_ANY receive, and its caller could receive from nobody else.
       op.error |= any_source_link_status(fw, call.d.comm, call.d.comm_size, call.d.local_rank, call.d.context_id);
-      return op.error != 0;
+      if (op.error != 0) return true;
+      // A full table may hold only messages nobody takes yet (a root's
+      // broadcasts for later calls): take the communicator's next arrival
+      // past them, as a receive from one peer does (issue 37: the BLACS
+      // tester's MPI_ANY_SOURCE receives waited until their deadline).
+      if (arrivals_full(fw)) fetch_arrival_for(fw, call.d.context_id, abi::kRankAny);
+      return op.error != 0;  // a fetched link error fails the op
     }
     if (index == kNoIndex) return wait_on_peer(fw, call, op, op.peer);
     const ArrivalSlot& slot = fw.st.arrivals[index];

@@ -19,7 +19,10 @@ inline constexpr uint32_t kMaxArrivals = 1024;   // arrivals not yet consumed
 // take (see fetch_arrival_for): when the rest is full of messages for later
 // calls, the message a call needs now is still taken past them.
 inline constexpr uint32_t kArrivalsForWaitingCalls = 64;
-inline constexpr uint32_t kMaxComms = 64;        // communicators whose context id is known
+// Communicators whose context id is known. 128: the PMPI layer gives an MPI
+// communicator two (collectives, point-to-point), and a live entry evicted
+// forgets its collective count.
+inline constexpr uint32_t kMaxComms = 128;
 inline constexpr uint32_t kMaxFailedLinks = 32;  // links reported broken since the last reset
 inline constexpr uint32_t kMaxOps = 16;          // concurrent peer operations of one call
 

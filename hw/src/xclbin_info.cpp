@@ -104,6 +104,14 @@ ResolvedXclbin resolve_xclbin(const XclbinInfo& info, const XrtOptions& options)
     }
   }
 
+  // The network kernels, before anything is loaded: a design the xclbin does
+  // not have fails here, listing what it has.
+  const std::string network_setting = "ACCL_HW_NETWORK to the design of this xclbin, or none";
+  if (options.network.design == NetworkDesign::udp)
+    r.network = {find_ip(info, kCmacIp, network_setting), find_ip(info, kNetworkLayerIp, network_setting)};
+  else if (options.network.design == NetworkDesign::tcp)
+    r.network = {find_ip(info, kPoeKernel, network_setting), find_ip(info, kSessionHandlerKernel, network_setting)};
+
   // Host-only buffers need the host memory bank the CCLO reaches.
   for (const auto& a : r.cclo.args)
     for (int32_t m : a.mems)
@@ -115,6 +123,13 @@ ResolvedXclbin resolve_xclbin(const XclbinInfo& info, const XrtOptions& options)
         break;
       }
   return r;
+}
+
+uint32_t scalar_arg_bytes(const XclbinIp& ip, uint32_t index, uint32_t natural) {
+  for (const auto& a : ip.args)
+    if (a.index == index && (a.size == 1 || a.size == 2 || a.size == 4 || a.size == 8))
+      return static_cast<uint32_t>(a.size);
+  return natural;
 }
 
 }  // namespace accl::hw

@@ -17,6 +17,7 @@
 #include <xrt/xrt_kernel.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
@@ -38,10 +39,29 @@ std::string state_name(ert_cmd_state s) {
   }
 }
 
+// Waits at most `timeout` for a run. xrt::run::wait(timeout) returns
+// ERT_CMD_STATE_TIMEOUT when the wait itself timed out; a zero timeout
+// would mean "forever".
+RunStatus wait_run(xrt::run& run, std::chrono::milliseconds timeout, const std::string& kernel) {
+  const ert_cmd_state s = run.wait(std::max(timeout, std::chrono::milliseconds(1)));
+  switch (s) {
+    case ERT_CMD_STATE_COMPLETED:
+      return {RunState::done, ""};
+    case ERT_CMD_STATE_NEW:
+    case ERT_CMD_STATE_QUEUED:
+    case ERT_CMD_STATE_RUNNING:
+    case ERT_CMD_STATE_SUBMITTED:
+    case ERT_CMD_STATE_TIMEOUT:
+      return {RunState::pending, ""};
+    default:
+      return {RunState::failed, kernel + " execution ended in XRT state " + state_name(s)};
+  }
+}
+
 class XrtRegisterPort final : public RegisterPort {
  public:
-  XrtRegisterPort(xrt::ip cclo, xrt::kernel hostctrl)
-      : cclo_(std::move(cclo)), hostctrl_(std::move(hostctrl)), run_(hostctrl_) {}
+  XrtRegisterPort(xrt::ip cclo, xrt::kernel hostctrl, std::shared_ptr<void> network)
+      : cclo_(std::move(cclo)), hostctrl_(std::move(hostctrl)), run_(hostctrl_), network_(std::move(network)) {}
 
   uint32_t read32(uint32_t offset) override { return cclo_.read_register(offset); }
   void write32(uint32_t offset, uint32_t value) override { cclo_.write_register(offset, value); }
@@ -58,27 +78,82 @@ class XrtRegisterPort final : public RegisterPort {
   }
 
   RunStatus wait_kernel(std::chrono::milliseconds timeout) override {
-    // xrt::run::wait(timeout) returns ERT_CMD_STATE_TIMEOUT when the wait
-    // itself timed out; a zero timeout would mean "forever".
-    const ert_cmd_state s = run_.wait(std::max(timeout, std::chrono::milliseconds(1)));
-    switch (s) {
-      case ERT_CMD_STATE_COMPLETED:
-        return {RunState::done, ""};
-      case ERT_CMD_STATE_NEW:
-      case ERT_CMD_STATE_QUEUED:
-      case ERT_CMD_STATE_RUNNING:
-      case ERT_CMD_STATE_SUBMITTED:
-      case ERT_CMD_STATE_TIMEOUT:
-        return {RunState::pending, ""};
-      default:
-        return {RunState::failed, "hostctrl execution ended in XRT state " + state_name(s)};
-    }
+    return wait_run(run_, timeout, "hostctrl");
   }
 
  private:
   xrt::ip cclo_;
   xrt::kernel hostctrl_;
   xrt::run run_;  // reused for every call: one execution at a time
+  // The network kernels, their buffers and the POE's run: they must outlive
+  // every call (null when the network was configured before the job).
+  std::shared_ptr<void> network_;
+};
+
+// The CMAC and the UDP network layer: plain register access.
+class XrtIpPort final : public IpRegisterPort {
+ public:
+  explicit XrtIpPort(xrt::ip ip) : ip_(std::move(ip)) {}
+  uint32_t read32(uint32_t offset) override { return ip_.read_register(offset); }
+  void write32(uint32_t offset, uint32_t value) override { ip_.write_register(offset, value); }
+
+ private:
+  xrt::ip ip_;
+};
+
+// The POE and the session handler: executions with arguments. Scalars are
+// passed with the width the xclbin declares for them (the session handler's
+// result arguments are pointers in its HLS source).
+class XrtKernelPort final : public KernelPort {
+ public:
+  XrtKernelPort(xrt::device device, xrt::kernel kernel, XclbinIp ip)
+      : device_(std::move(device)), kernel_(std::move(kernel)), ip_(std::move(ip)) {}
+
+  uint64_t allocate_buffer(int arg, size_t bytes) override {
+    const auto group = static_cast<uint32_t>(kernel_.group_id(arg));
+    xrt::bo bo;
+    try {
+      bo = xrt::bo(device_, bytes, xrt::bo::flags::normal, group);
+    } catch (const std::exception& e) {
+      throw HwError("xrt: cannot allocate " + std::to_string(bytes) + " bytes for argument " + std::to_string(arg) +
+                    " of " + ip_.name + " in memory group " + std::to_string(group) + ": " + e.what());
+    }
+    std::memset(bo.map(), 0, bytes);
+    bo.sync(XCL_BO_SYNC_BO_TO_DEVICE);
+    bos_.push_back(std::move(bo));
+    return bos_.size();  // handle = position + 1, never 0
+  }
+
+  void start(const std::vector<KernelArg>& args) override {
+    run_ = xrt::run(kernel_);
+    for (size_t i = 0; i < args.size(); ++i) {
+      const int index = static_cast<int>(i);
+      if (args[i].buffer) {
+        run_.set_arg(index, bos_.at(args[i].value - 1));
+        continue;
+      }
+      const size_t bytes = scalar_arg_bytes(ip_, static_cast<uint32_t>(i), args[i].bytes);
+      const uint64_t value = args[i].value;  // little-endian: the low bytes come first
+      run_.set_arg(index, static_cast<const void*>(&value), bytes);
+    }
+    run_.start();
+  }
+
+  RunStatus wait(std::chrono::milliseconds timeout) override { return wait_run(run_, timeout, ip_.name); }
+  uint32_t read32(uint32_t offset) override { return kernel_.read_register(offset); }
+
+ private:
+  xrt::device device_;
+  xrt::kernel kernel_;
+  XclbinIp ip_;
+  std::vector<xrt::bo> bos_;
+  xrt::run run_;
+};
+
+// What the bring-up opened, kept with the device.
+struct NetworkKernels {
+  std::unique_ptr<IpRegisterPort> cmac, layer;
+  std::unique_ptr<KernelPort> poe, session_handler;
 };
 
 class XrtBufferPort final : public BufferPort {
@@ -218,13 +293,48 @@ std::string xrt_name(const XclbinIp& ip) {
   return k.instance.empty() ? k.kernel : k.kernel + ":{" + k.instance + "}";
 }
 
+// Opens the network kernels resolve_xclbin() found for `plan.design`.
+std::shared_ptr<NetworkKernels> open_network(const xrt::device& device, const xrt::uuid& uuid,
+                                             const std::vector<XclbinIp>& ips, const NetworkPlan& plan,
+                                             const std::string& bdf) {
+  auto kernels = std::make_shared<NetworkKernels>();
+  const std::string design = to_string(plan.design);
+  auto open_ip = [&](const XclbinIp& ip) {
+    try {
+      return std::make_unique<XrtIpPort>(xrt::ip(device, uuid, xrt_name(ip)));
+    } catch (const std::exception& e) {
+      throw HwError("ACCL_HW_NETWORK=" + design + ": cannot open '" + ip.name + "' on card " + bdf + ": " + e.what());
+    }
+  };
+  auto open_kernel = [&](const XclbinIp& ip) {
+    try {
+      // Exclusive, as public ACCL: reading a kernel's registers needs it.
+      xrt::kernel k(device, uuid, xrt_name(ip), xrt::kernel::cu_access_mode::exclusive);
+      return std::make_unique<XrtKernelPort>(device, std::move(k), ip);
+    } catch (const std::exception& e) {
+      throw HwError("ACCL_HW_NETWORK=" + design + ": cannot open kernel '" + ip.name + "' on card " + bdf + ": " +
+                    e.what() + " (is another process using it?)");
+    }
+  };
+  if (ips.size() != 2) throw HwError("ACCL_HW_NETWORK=" + design + ": network kernels not resolved");
+  if (plan.design == NetworkDesign::udp) {
+    kernels->cmac = open_ip(ips[0]);
+    kernels->layer = open_ip(ips[1]);
+  } else {
+    kernels->poe = open_kernel(ips[0]);
+    kernels->session_handler = open_kernel(ips[1]);
+  }
+  return kernels;
+}
+
 }  // namespace
 
-std::unique_ptr<Device> create_xrt_device(const XrtOptions& options) {
+std::unique_ptr<Device> create_xrt_device(const XrtOptions& options, NetworkResult* network) {
   // Runtime-free checks first: a machine without a card or an xclbin fails
   // here without touching XRT.
   const CardTarget target = select_card(options);
   check_xclbin_file(options);
+  if (options.network.design != NetworkDesign::none) check_network_plan(options.network);
 
   xrt::xclbin xclbin;
   try {
@@ -275,15 +385,27 @@ std::unique_ptr<Device> create_xrt_device(const XrtOptions& options) {
                   e.what() + " (is another process using this CCLO?)");
   }
 
+  std::shared_ptr<NetworkKernels> kernels;
+  if (options.network.design != NetworkDesign::none) {
+    kernels = open_network(device, uuid, resolved.network, options.network, bdf);
+    const NetworkResult result =
+        options.network.design == NetworkDesign::udp
+            ? bring_up_udp(*kernels->cmac, *kernels->layer, options.network)
+            : bring_up_tcp(*kernels->poe, *kernels->session_handler, options.network);
+    ACCL_LOG_INFO("xrt: rank {}: network {}", options.network.rank, result.summary);
+    if (network != nullptr) *network = result;
+  }
+
   CcloDeviceOptions dev_options;
   dev_options.name = "xrt";
   dev_options.description = "card " + bdf + (vbnv.empty() ? "" : " " + vbnv) + ", xclbin " + options.xclbin;
   dev_options.clock_mhz = options.clock_mhz;
   ACCL_LOG_INFO("xrt: {} ({}); CCLO {} hostctrl {}", dev_options.description, target.reason, resolved.cclo.name,
                 resolved.hostctrl.name);
-  return make_cclo_device(std::make_unique<XrtRegisterPort>(std::move(cclo), std::move(hostctrl)),
-                          std::make_unique<XrtBufferPort>(device, resolved.bank_groups, resolved.host_group, options.xclbin),
-                          std::move(dev_options));
+  return make_cclo_device(
+      std::make_unique<XrtRegisterPort>(std::move(cclo), std::move(hostctrl), std::move(kernels)),
+      std::make_unique<XrtBufferPort>(device, resolved.bank_groups, resolved.host_group, options.xclbin),
+      std::move(dev_options));
 }
 
 bool built_with_xrt() { return true; }

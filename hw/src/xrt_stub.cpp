@@ -7,7 +7,7 @@
 
 namespace accl::hw {
 
-std::unique_ptr<Device> create_xrt_device(const XrtOptions&) {
+std::unique_ptr<Device> create_xrt_device(const XrtOptions&, NetworkResult*) {
   throw HwError("ACCL_DEVICE=xrt: libaccl_hw was built without XRT (install XRT's development files and rebuild "
                 "with -Dxrt=enabled)");
 }

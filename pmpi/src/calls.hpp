@@ -6,11 +6,10 @@
 // texts in policy.cpp).
 #pragma once
 
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
+// The C API of MPI only: pmpi/meson.build defines both for every file of the
+// layer (the OSU benchmarks, plain MPI programs, keep their own guard).
+#if !defined(OMPI_SKIP_MPICXX) || !defined(MPICH_SKIP_MPICXX)
+#error "libaccl_pmpi is built with OMPI_SKIP_MPICXX and MPICH_SKIP_MPICXX defined (pmpi/meson.build)"
 #endif
 #include <mpi.h>
 

@@ -33,6 +33,7 @@
 
 #include <dlfcn.h>
 
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <optional>
@@ -47,9 +48,13 @@ Reason pre(MPI_Comm comm, CommState** cs) {
   return comm_check(comm, cs);
 }
 
-Reason finish_checks(Call call, uint64_t bytes, MPI_Comm comm, CommState** cs) {
+// `message` is the bytes of one device message (the count word times the
+// element size), which the public firmware compares with its eager size.
+Reason finish_checks(Call call, uint64_t bytes, uint64_t message, MPI_Comm comm, CommState** cs) {
   Reason r = policy_call(call, bytes);
   if (r != Reason::Offloaded) return r;
+  const uint64_t limit = state().eager_only_limit;
+  if (limit != 0 && message > limit) return Reason::PublicRendezvous;
   if (*cs == nullptr) *cs = comm_materialize(comm);
   return (*cs)->accl ? Reason::Offloaded : (*cs)->native_reason;
 }
@@ -159,8 +164,16 @@ void* recv_side(Held& h, PostCopy& post, void* buf, int count, MPI_Datatype type
 // the device made 2-8 MiB allreduces 1.3-1.8x faster on 2 cores.
 constexpr std::chrono::milliseconds kCollectiveWaitSlice{1};
 
+}  // namespace
+
+// The wait is bounded as the driver bounds its own (device timeout x 1.25 +
+// 100 ms): our firmware ends a stuck call at the device timeout, which comes
+// first, but public ACCL's firmware keeps set_timeout's value unused, and a
+// call it cannot finish would otherwise hold the rank forever.
 void wait_collective(Request& dev) {
   State& st = state();
+  const auto bound = std::chrono::milliseconds(st.s.timeout_ms + st.s.timeout_ms / 4 + 100);
+  const auto deadline = std::chrono::steady_clock::now() + bound;
   for (;;) {
     {
       std::lock_guard lock(st.mu);
@@ -169,8 +182,15 @@ void wait_collective(Request& dev) {
     }
     native_progress();
     if (dev.wait(kCollectiveWaitSlice)) return;
+    if (std::chrono::steady_clock::now() > deadline)
+      throw TimeoutError(dev.call_name(), st.world_rank,
+                         "call '" + dev.call_name() + "' on rank " + std::to_string(st.world_rank) +
+                             " did not complete within " + std::to_string(st.s.timeout_ms) +
+                             " ms (the device did not end it)");
   }
 }
+
+namespace {
 
 // Issues the call built by `issue` (under mu) and either returns a shadow
 // request (non-blocking) or waits for it. Errors go through the comm's
@@ -250,7 +270,8 @@ ReduceArgs check_reduction(Call call, int count, MPI_Datatype type, MPI_Op op, M
     if (a.n * static_cast<uint64_t>(blocks) > UINT_MAX || a.bytes > static_cast<uint64_t>(INT_MAX))
       a.why = Reason::TooLarge;
   }
-  if (a.why == Reason::Offloaded) a.why = finish_checks(call, a.bytes, comm, &a.cs);
+  if (a.why == Reason::Offloaded)
+    a.why = finish_checks(call, a.bytes, a.bytes / static_cast<uint64_t>(blocks), comm, &a.cs);
   return a;
 }
 
@@ -313,7 +334,7 @@ BlockArgs check_blocks(Call call, MPI_Comm comm, std::optional<int> root, Reason
   if (a.why == Reason::Offloaded) a.why = classify_movement(a.block, a.total, a.m);
   // Unrooted calls: every rank receives blocks of the size it sends.
   if (!root && a.why == Reason::Offloaded && bytes_of(other.count, other.type) != a.block) a.why = Reason::Signature;
-  if (a.why == Reason::Offloaded) a.why = finish_checks(call, a.total, comm, &a.cs);
+  if (a.why == Reason::Offloaded) a.why = finish_checks(call, a.total, a.block, comm, &a.cs);
   return a;
 }
 
@@ -365,10 +386,9 @@ int coll_reduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datatype
   });
 }
 
-// MPI_Reduce_scatter_block, and MPI_Reduce_scatter with equal counts.
+// MPI_Reduce_scatter_block, and MPI_Reduce_scatter (unequal counts: coll_reduce_scatter_v).
 int coll_reduce_scatter(Call call, const void* sbuf, void* rbuf, int rcount, const int* rcounts, MPI_Datatype type,
                         MPI_Op op, MPI_Comm comm, MPI_Request* req) {
-  CallScope scope(call);
   auto native = [&] {
     if (rcounts != nullptr)
       return req ? PMPI_Ireduce_scatter(sbuf, rbuf, rcounts, type, op, comm, req)
@@ -378,19 +398,13 @@ int coll_reduce_scatter(Call call, const void* sbuf, void* rbuf, int rcount, con
   };
   int size = 0;
   PMPI_Comm_size(comm, &size);
-  Reason unequal = Reason::Offloaded;
   if (rcounts != nullptr) {
     // recvcounts is significant and identical on every rank.
     rcount = size > 0 ? rcounts[0] : 0;
     for (int i = 1; i < size; ++i)
-      if (rcounts[i] != rcount) unequal = Reason::Unequal;
+      if (rcounts[i] != rcount) return coll_reduce_scatter_v(call, sbuf, rbuf, rcounts, type, op, comm, req);
   }
-  if (unequal != Reason::Offloaded) {
-    uint64_t bytes = 0;
-    for (int i = 0; i < size; ++i) bytes += bytes_of(rcounts[i], type);
-    scope.native(unequal, bytes, comm);
-    return native();
-  }
+  CallScope scope(call);
   ReduceArgs a = check_reduction(call, rcount, type, op, comm, size);
   if (buffers_checked(a.why, comm, rcount >= 0 && type != MPI_DATATYPE_NULL && op != MPI_OP_NULL))
     if (const BufferFault f = reduce_scatter_buffers(sbuf, rbuf, rcount, size, type))
@@ -419,7 +433,7 @@ int coll_bcast(Call call, void* buf, int count, MPI_Datatype type, int root, MPI
   int rank = 0, size = 0;
   Reason why = check_root(pre(comm, &cs), comm, cs, root, &rank, &size);
   if (why == Reason::Offloaded) why = classify_movement(bytes, bytes, m);
-  if (why == Reason::Offloaded) why = finish_checks(call, bytes, comm, &cs);
+  if (why == Reason::Offloaded) why = finish_checks(call, bytes, bytes, comm, &cs);
   if (buffers_checked(why, comm, count >= 0 && type != MPI_DATATYPE_NULL) && valid_root(comm, cs, root, &rank, &size))
     if (const BufferFault f = bcast_buffer(buf, count, type)) return reject_arguments(scope, comm, call, f, bytes);
   if (!offload(scope, why, bytes, comm))
@@ -518,7 +532,9 @@ int coll_alltoall(Call call, const void* sbuf, int scount, MPI_Datatype stype, v
                   MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
   const BlockArgs a = check_blocks(call, comm, std::nullopt,
-                                   state().can_alltoall ? Reason::Offloaded : Reason::DeviceCap,
+                                   state().can_alltoall      ? Reason::Offloaded
+                                   : state().public_firmware ? Reason::PublicRendezvous
+                                                             : Reason::DeviceCap,
                                    sbuf == MPI_IN_PLACE, {scount, stype}, {rcount, rtype});
   if (int rank = 0, size = 0; buffers_checked(a.why, comm, movement_args_valid(scount, stype, rcount, rtype)) &&
                               valid_root(comm, a.cs, 0, &rank, &size))
@@ -542,8 +558,9 @@ int coll_barrier(Call call, MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
   CommState* cs = nullptr;
   Reason why = pre(comm, &cs);
-  if (why == Reason::Offloaded && !state().can_barrier) why = Reason::DeviceCap;
-  if (why == Reason::Offloaded) why = finish_checks(call, 0, comm, &cs);
+  if (why == Reason::Offloaded && !state().can_barrier)
+    why = state().public_firmware ? Reason::PublicRendezvous : Reason::DeviceCap;
+  if (why == Reason::Offloaded) why = finish_checks(call, 0, 0, comm, &cs);
   if (!offload(scope, why, 0, comm)) return req ? PMPI_Ibarrier(comm, req) : PMPI_Barrier(comm);
   return run(call, comm, cs, req, [&](Held&, PostCopy&) { return state().accl->barrier(cs->id, true); });
 }
@@ -556,12 +573,11 @@ int coll_barrier(Call call, MPI_Comm comm, MPI_Request* req) {
 // ---------------------------------------------------------------------------
 using namespace accl::pmpi;
 
-namespace {
 // Open MPI's own components call a few MPI_* (not PMPI_*) functions: ROMIO
 // calls MPI_Ialltoall and completes the request with PMPI_Wait, which knows
 // nothing of shadow requests. Non-blocking collectives started from inside
 // Open MPI therefore stay native.
-bool from_open_mpi(void* return_address) {
+bool accl::pmpi::from_open_mpi(void* return_address) {
   Dl_info info;
   if (dladdr(return_address, &info) == 0 || info.dli_fname == nullptr) return false;
   const char* base = std::strrchr(info.dli_fname, '/');
@@ -569,10 +585,6 @@ bool from_open_mpi(void* return_address) {
   return std::strncmp(base, "mca_", 4) == 0 || std::strncmp(base, "libmpi", 6) == 0 ||
          std::strncmp(base, "libompi", 7) == 0 || std::strncmp(base, "libopen-", 8) == 0;
 }
-}  // namespace
-
-#define NONBLOCKING_GUARD(native_call) \
-  if (ACCL_LIKELY(g_native_only) || from_open_mpi(__builtin_return_address(0))) return native_call
 
 ACCL_PMPI_EXPORT int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   if (ACCL_LIKELY(g_native_only)) return PMPI_Bcast(buf, count, type, root, comm);

@@ -11,10 +11,17 @@
 //   because p2p routing must be known before the first message and a send is
 //   not collective. Other intra-comms (cart, graph, idup, merge...) get one
 //   lazily at the first offloaded collective; their p2p stays native.
+// * Offloaded p2p runs on a second ACCL communicator with the next context
+//   id (world: kWorldP2pContext), never on the collectives' one: on one
+//   context the device keeps one sequence stream per peer, so it must take a
+//   peer's messages in arrival order, and a full arrival table then held a
+//   point-to-point envelope behind broadcasts for later calls, or a broadcast
+//   behind unreceived envelopes (issue 37: xCbtest hung 1 run in 6).
 // * Context ids are agreed with PMPI_Allreduce(MAX) of each member's next
 //   free id, so no two live comms sharing a member ever share an id.
 // * If any member fails to create its ACCL communicator (exchange memory
-//   full), all members agree (PMPI_Allreduce MIN) and latch the comm native.
+//   full), all members agree (PMPI_Allreduce MIN) and latch the comm native;
+//   if only the p2p one fails somewhere, the comm's p2p stays native.
 // * Every state is also on a registry list, so teardown frees the ACCL
 //   communicators of comms the application never freed.
 #include "comms.hpp"
@@ -41,16 +48,19 @@ void unlink_all(CommState* cs) {
   cs->prev_all = cs->next_all = nullptr;
 }
 
-// mu held
+// mu held (also by destroy)
+void free_accl_comm(communicatorId id) {
+  try {
+    state().accl->free_communicator(id);
+  } catch (const std::exception& e) {
+    ACCL_LOG_WARN("freeing ACCL communicator {} failed: {}", id, e.what());
+  }
+}
+
 void destroy(CommState* cs) {
   State& st = state();
-  if (cs->accl && !cs->is_world && st.accl) {
-    try {
-      st.accl->free_communicator(cs->id);
-    } catch (const std::exception& e) {
-      ACCL_LOG_WARN("freeing ACCL communicator {} failed: {}", cs->id, e.what());
-    }
-  }
+  if (cs->accl && !cs->is_world && st.accl) free_accl_comm(cs->id);
+  if (cs->p2p && st.accl) free_accl_comm(cs->p2p_id);
   unlink_all(cs);
   delete cs;
 }
@@ -100,9 +110,17 @@ namespace {
 CommState* lookup(MPI_Comm comm) { return comm_lookup(comm); }
 
 // Collective over `comm`: agree on a context id, create the ACCL
-// communicator, agree that every member succeeded. Must run without mu.
-bool create_accl_comm(MPI_Comm comm, CommState* cs) {
+// communicator (and with `p2p` the one of the point-to-point traffic, on the
+// next context id), agree that every member succeeded. Must run without mu.
+bool create_accl_comm(MPI_Comm comm, CommState* cs, bool p2p) {
   State& st = state();
+  // Without a context id in the record, two communicators sharing ranks
+  // could take each other's messages (the driver refuses an explicit id).
+  // Agreed at bring-up, so every member decides alike without a word.
+  if (st.public_firmware) {
+    cs->native_reason = Reason::PublicComm;
+    return false;
+  }
   // Members in comm order, as world ranks (local calls).
   MPI_Group group = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
   PMPI_Comm_group(comm, &group);
@@ -126,38 +144,46 @@ bool create_accl_comm(MPI_Comm comm, CommState* cs) {
     uint32_t proposal = st.next_ctx.load();
     uint32_t agreed = 0;
     PMPI_Allreduce(&proposal, &agreed, 1, MPI_UINT32_T, MPI_MAX, comm);
-    int ok[2] = {0, 0};  // [0] id claimed here, [1] ACCL communicator created here
+    // [0] ids claimed here, [1] ACCL communicator created here, [2] the p2p one
+    int ok[3] = {0, 0, 0};
     {
       std::lock_guard lock(st.mu);
       // Claim: no id >= next_ctx is in use on this rank. Fails only when
       // another thread created a comm between our proposal and now.
       if (agreed >= st.next_ctx.load()) {
-        st.next_ctx.store(agreed + 1);
+        st.next_ctx.store(agreed + 2);
         ok[0] = 1;
       }
       if (ok[0] && members_ok) {
         try {
           cs->id = st.accl->create_communicator(ranks, cs->rank, agreed);
           ok[1] = 1;
+          if (p2p) {
+            cs->p2p_id = st.accl->create_communicator(ranks, cs->rank, agreed + 1);
+            ok[2] = 1;
+          }
         } catch (const std::exception& e) {
-          ACCL_LOG_WARN("no ACCL communicator for a communicator of {} ranks, it stays native: {}", cs->size,
-                        e.what());
+          ACCL_LOG_WARN("no ACCL communicator for {} of a communicator of {} ranks, it stays native: {}",
+                        ok[1] ? "the point-to-point traffic" : "the collectives", cs->size, e.what());
         }
       }
     }
-    int all[2] = {0, 0};
-    PMPI_Allreduce(ok, all, 2, MPI_INT, MPI_MIN, comm);
+    int all[3] = {0, 0, 0};
+    PMPI_Allreduce(ok, all, 3, MPI_INT, MPI_MIN, comm);
     if (all[0] && all[1]) {
       cs->accl = true;
       cs->ctx = agreed;
+      cs->p2p = p2p && all[2];
+      if (ok[2] && !cs->p2p) {
+        std::lock_guard lock(st.mu);
+        free_accl_comm(cs->p2p_id);
+      }
       return true;
     }
-    if (ok[1]) {
+    if (ok[1] || ok[2]) {
       std::lock_guard lock(st.mu);
-      try {
-        st.accl->free_communicator(cs->id);
-      } catch (const std::exception&) {
-      }
+      if (ok[1]) free_accl_comm(cs->id);
+      if (ok[2]) free_accl_comm(cs->p2p_id);
     }
     if (all[0]) return false;  // some member could not create it: latch native
   }
@@ -183,7 +209,23 @@ void comm_registry_init() {
   cs->native_reason = st.world_size >= 2 ? Reason::CommNative : Reason::CommSize1;
   cs->id = GLOBAL_COMM;
   cs->ctx = 0;
-  cs->p2p = cs->accl && st.s.p2p && st.can_p2p;
+  if (cs->accl) {
+    // The world's p2p communicator, on a fixed context id below the agreed
+    // ones; offloaded only where every rank wants it and made it.
+    int ok = 0, all = 0;
+    if (st.s.p2p && st.can_p2p) {
+      try {
+        cs->p2p_id = st.accl->create_communicator(st.world_ranks, st.world_rank, kWorldP2pContext);
+        ok = 1;
+      } catch (const std::exception& e) {
+        ACCL_LOG_WARN("no ACCL communicator for the point-to-point traffic of MPI_COMM_WORLD, it stays native: {}",
+                      e.what());
+      }
+    }
+    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, st.private_comm);
+    cs->p2p = all != 0;
+    if (ok && !cs->p2p) free_accl_comm(cs->p2p_id);
+  }
   cs->send_seq.assign(static_cast<size_t>(cs->size), 0);
   cs->recv_expect.assign(static_cast<size_t>(cs->size), 0);
   std::lock_guard lock(st.mu);
@@ -223,7 +265,7 @@ CommState* comm_materialize(MPI_Comm comm) {
   CommState* cs = lookup(comm);
   if (cs != nullptr) return cs;
   cs = new_state(comm, Reason::CommNative);
-  create_accl_comm(comm, cs);
+  create_accl_comm(comm, cs, false);
   attach(comm, cs);
   return cs;
 }
@@ -249,8 +291,7 @@ void comm_created(MPI_Comm newcomm) {
     return;
   }
   CommState* cs = new_state(newcomm, Reason::CommNative);
-  if (create_accl_comm(newcomm, cs)) {
-    cs->p2p = st.s.p2p && st.can_p2p;
+  if (create_accl_comm(newcomm, cs, st.s.p2p && st.can_p2p)) {
     cs->send_seq.assign(static_cast<size_t>(cs->size), 0);
     cs->recv_expect.assign(static_cast<size_t>(cs->size), 0);
   }

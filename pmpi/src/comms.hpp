@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// Communicators of the PMPI layer (comm_registry.cpp): one ACCL
-// communicator per MPI communicator, and the point-to-point state kept on it.
+// Communicators of the PMPI layer (comm_registry.cpp): per MPI communicator
+// one ACCL communicator for its collectives and, when its point-to-point is
+// offloaded, a second one for that, and the point-to-point state kept on it.
 #pragma once
 
 #include "calls.hpp"
@@ -14,6 +15,7 @@
 namespace accl::pmpi {
 
 struct ShadowReq;
+struct Neighborhood;
 
 struct UnexpectedMsg {
   Envelope env;
@@ -24,6 +26,11 @@ struct UnexpectedMsg {
   ShadowReq* drain = nullptr;
 };
 
+// Context id of MPI_COMM_WORLD's point-to-point communicator: below the ids
+// the members agree on for other comms (State::next_ctx starts at 64), and
+// not 0, the world's own.
+constexpr uint32_t kWorldP2pContext = 1;
+
 struct CommState {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0;
@@ -31,11 +38,19 @@ struct CommState {
   bool accl = false;           // an ACCL communicator exists
   Reason native_reason = Reason::CommNative;
   bool p2p = false;            // point-to-point runs on ACCL (decided at birth, rank-uniform)
-  communicatorId id = 0;
+  communicatorId id = 0;        // the ACCL communicator of the collectives
   uint32_t ctx = 0;
+  // The ACCL communicator of the point-to-point traffic (when p2p): a
+  // context id of its own, so on the device neither kind's messages ever wait
+  // behind the other's. On one context they shared the per-peer sequence
+  // stream, and a device whose arrival table was full of broadcasts for later
+  // calls could not take a point-to-point envelope past them, nor a
+  // broadcast past thousands of unreceived envelopes (issue 37, xCbtest).
+  communicatorId p2p_id = 0;
   bool is_world = false;
   bool freed = false;          // MPI_Comm_free ran; destroy when refs drop to 0
   int refs = 1;                // 1 for the communicator + 1 per live request
+  uint32_t composed_seq = 0;   // composed collectives started (their device tag, coll_compose.hpp)
 
   // --- point-to-point engine state (guarded by State::mu) ---
   std::vector<uint32_t> send_seq;     // next message sequence number per destination
@@ -53,6 +68,9 @@ struct CommState {
   // Per rank: the device's error bits of a link found failed (0 = none);
   // empty until the first failure. A failed member stays failed (p2p_fault.cpp).
   std::vector<uint32_t> failed_link;
+  // The topology's neighbours, taken at the first offloaded neighbourhood
+  // collective (neighbor.cpp).
+  std::shared_ptr<const Neighborhood> neighborhood;
   // all-states list for teardown
   CommState* prev_all = nullptr;
   CommState* next_all = nullptr;

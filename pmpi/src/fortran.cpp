@@ -10,47 +10,27 @@
 // addresses of common blocks in libmpi) and call our C entry points.
 // `use mpi_f08` bypasses all of this (Open MPI binds it to internal
 // functions); it runs natively.
-#include "requests.hpp"
+#include "fortran.hpp"
 
 #include <utility>
 #include <vector>
 
 extern "C" {
-// Fortran sentinels: common blocks defined by libmpi.
-extern int mpi_fortran_in_place_;
-extern int mpi_fortran_bottom_;
 extern int mpi_fortran_status_ignore_;
 extern int mpi_fortran_statuses_ignore_;
 }
 
 using namespace accl::pmpi;
+using namespace accl::pmpi::fortran;
 
 namespace {
 
-using F = MPI_Fint;
 // INTEGER status(MPI_STATUS_SIZE): Open MPI's Fortran status is the C struct.
 constexpr int kStatusInts = static_cast<int>(sizeof(MPI_Status) / sizeof(MPI_Fint));
 
-void* fbuf(void* p) {
-  if (p == &mpi_fortran_in_place_) return MPI_IN_PLACE;
-  if (p == &mpi_fortran_bottom_) return MPI_BOTTOM;
-  return p;
-}
 bool status_ignored(const F* s) { return s == reinterpret_cast<const F*>(&mpi_fortran_status_ignore_); }
 bool statuses_ignored(const F* s) { return s == reinterpret_cast<const F*>(&mpi_fortran_statuses_ignore_); }
 
-MPI_Comm comm(const F* f) { return PMPI_Comm_f2c(*f); }
-MPI_Datatype type(const F* f) { return PMPI_Type_f2c(*f); }
-MPI_Op op(const F* f) { return PMPI_Op_f2c(*f); }
-
-MPI_Request req_f2c(F f) {
-  if (ShadowReq* r = shadow_f2c(f)) return as_request(r);
-  return PMPI_Request_f2c(f);
-}
-F req_c2f(MPI_Request r) {
-  if (is_shadow(r)) return shadow_c2f(as_shadow(r));
-  return PMPI_Request_c2f(r);
-}
 MPI_Message msg_f2c(F f) {
   if (ShadowReq* r = shadow_f2c(f)) return reinterpret_cast<MPI_Message>(r);
   return PMPI_Message_f2c(f);
@@ -72,19 +52,6 @@ int with_status(F* fstatus, Fn&& fn) {
   return rc;
 }
 
-// Runs `fn` with a place for a new C handle and hands the handle out as a
-// Fortran integer if the call succeeded.
-template <typename Handle, typename ToFortran, typename Fn>
-int with_new_handle(F* fhandle, Handle null_handle, ToFortran to_fortran, Fn&& fn) {
-  Handle h = null_handle;
-  const int rc = fn(&h);
-  if (rc == MPI_SUCCESS) *fhandle = to_fortran(h);
-  return rc;
-}
-template <typename Fn>
-int with_new_request(F* freq, Fn&& fn) {
-  return with_new_handle(freq, MPI_REQUEST_NULL, req_c2f, std::forward<Fn>(fn));
-}
 template <typename Fn>
 int with_new_comm(F* fcomm, Fn&& fn) {
   return with_new_handle(fcomm, MPI_COMM_NULL, PMPI_Comm_c2f, std::forward<Fn>(fn));
@@ -143,13 +110,6 @@ int complete_some(int (*fn)(int, MPI_Request[], int*, int[], MPI_Status[]), F* n
 }
 
 }  // namespace
-
-// One Fortran entry point in its four manglings.
-#define FORTRAN(lname, UNAME, params, ...)                                                   \
-  ACCL_PMPI_EXPORT void lname##_ params __VA_ARGS__                                          \
-  ACCL_PMPI_EXPORT void lname params __attribute__((alias(#lname "_")));                     \
-  ACCL_PMPI_EXPORT void lname##__ params __attribute__((alias(#lname "_")));                 \
-  ACCL_PMPI_EXPORT void UNAME params __attribute__((alias(#lname "_")));
 
 // --- init / finalize -----------------------------------------------------------
 FORTRAN(mpi_init, MPI_INIT, (F * ierr), { *ierr = MPI_Init(nullptr, nullptr); })

@@ -161,6 +161,7 @@ uint64_t host_hash() {
 struct Endpoint {
   int ok;
   int port;
+  int session_id;  // a simulation session's instance (its rank), else -1
   uint64_t host;
   uint64_t rx_buffer_size;  // eager segments to this rank must fit its RX buffers
   char ip[48];
@@ -206,6 +207,7 @@ void start_device() {
   State& st = state();
   Endpoint me{};
   std::unique_ptr<Device> dev;
+  std::vector<int> session_ids;  // per rank, when opening the card set up its network
 
   // A per-job secret: emulated CCLOs only accept peers that present it.
   char secret[33] = {};
@@ -226,13 +228,16 @@ void start_device() {
     devices::Request request;
     request.kind = devices::selected();
     request.rank = st.world_rank;
+    request.size = st.world_size;
     request.host_processes = static_cast<unsigned>(host_ranks);
     request.port = 0;  // any free port; peers learn it below
     request.job_secret = secret;
     devices::Opened opened = devices::open(request);
     dev = std::move(opened.device);
+    session_ids = std::move(opened.session_ids);
     std::snprintf(me.ip, sizeof me.ip, "%s", opened.ip.c_str());
     me.port = opened.port;
+    me.session_id = opened.session_id;
     me.ok = 1;
   } catch (const std::exception& e) {
     me.ok = 0;
@@ -248,8 +253,10 @@ void start_device() {
     const Endpoint& e = all[static_cast<size_t>(r)];
     if (!e.ok && why.empty()) why = "rank " + std::to_string(r) + ": " + e.why;
   }
-  // Loopback endpoints (an emulated CCLO's default) cannot reach another host.
-  if (why.empty()) {
+  // Loopback endpoints (an emulated CCLO's default) cannot reach another
+  // host. A simulation session's instances meet inside the session, wherever
+  // the ranks driving them run.
+  if (why.empty() && st.s.device == std::string(devices::to_string(devices::Kind::emu))) {
     for (const Endpoint& e : all) {
       if (e.host != all[0].host && (std::strncmp(e.ip, "127.", 4) == 0 || std::strncmp(all[0].ip, "127.", 4) == 0)) {
         why = "ranks on several hosts but the emulator listens on loopback (set ACCL_EMU_BIND_ADDRESS)";
@@ -267,6 +274,10 @@ void start_device() {
     rank_t r;
     r.ip = e.ip;
     r.port = e.port;
+    // A card that set up its own network numbers its sessions (TCP connections);
+    // otherwise each rank announced its own (a simulation session's is its rank).
+    const size_t index = st.world_ranks.size();
+    r.session_id = index < session_ids.size() ? session_ids[index] : e.session_id;
     // Ranks may have RX buffers of different sizes (an MPMD launch): each
     // sends eager segments that fit the receiver's, not its own.
     r.max_segment_size = e.rx_buffer_size;
@@ -302,6 +313,9 @@ void start_device() {
     ok = false;
     err = e.what();
   }
+  // The agreement is also where the ranks meet after initialize(): no rank
+  // sends before every CCLO has its RX buffers (a public simulation session
+  // drops what arrives earlier).
   if (!all_agree(ok)) {
     st.accl.reset();
     device_unavailable(ok ? "driver bring-up failed on another rank" : err);
@@ -314,11 +328,18 @@ void start_device() {
   const bool valid = (cap_bits & abi::kCapValid) != 0;
   if (st.accl->supports(reduceFunction::MIN)) caps |= 1u;
   if (st.accl->supports(reduceFunction::PROD)) caps |= 2u;
-  // Public hardware has no capability word: wildcard receives (needed by
-  // our p2p engine) are then not available; alltoall/barrier are trusted.
+  // Public firmware has no capability word: wildcard receives (needed by
+  // our p2p engine) are then not available, and rendezvous (every alltoall,
+  // barrier, any message above the eager size) needs the RDMA stack (HWID
+  // bits 0-1 == 2).
+  const bool rdma = (st.accl->get_hwid() & abi::kHwIdStackMask) == 2;
   if (valid && (cap_bits & abi::kCapTagAnyRecv)) caps |= 4u;
-  if (!valid || (cap_bits & abi::kCapAlltoall)) caps |= 8u;
-  if (!valid || (cap_bits & abi::kCapBarrier)) caps |= 16u;
+  if (valid ? (cap_bits & abi::kCapAlltoall) != 0 : rdma) caps |= 8u;
+  // The public barrier is its rendezvous address handshake: on cclo_emu over
+  // tcp (HWID UDP) an MPI_Barrier never completed (sim-public-mpi-preload).
+  if (valid ? (cap_bits & abi::kCapBarrier) != 0 : rdma) caps |= 16u;
+  if (valid) caps |= 32u;
+  if (valid || rdma) caps |= 64u;
   uint32_t agreed = 0;
   PMPI_Allreduce(&caps, &agreed, 1, MPI_UINT32_T, MPI_BAND, st.private_comm);
   st.can_min = agreed & 1u;
@@ -326,10 +347,13 @@ void start_device() {
   st.can_p2p = agreed & 4u;
   st.can_alltoall = agreed & 8u;
   st.can_barrier = agreed & 16u;
+  st.public_firmware = (agreed & 32u) == 0;
+  st.eager_only_limit = (agreed & 64u) ? 0 : st.s.max_eager_size;
   agree_device_reductions(st);
   st.active = true;
-  ACCL_LOG_INFO("accl-pmpi: ACCL up on {} ranks ({}), min {} prod {} p2p {}", st.world_size, st.s.device,
-                st.can_min, st.can_prod, st.can_p2p);
+  ACCL_LOG_INFO("accl-pmpi: ACCL up on {} ranks ({}), min {} prod {} p2p {} public firmware {} eager-only limit {}",
+                st.world_size, st.s.device, st.can_min, st.can_prod, st.can_p2p, st.public_firmware,
+                st.eager_only_limit);
 }
 
 int self_delete_fn(MPI_Comm, int, void*, void*) {

@@ -46,7 +46,7 @@ Reason p2p_route(MPI_Comm comm, CommState** cs) {
   *cs = nullptr;
   if (!st.active) return st.s.offload ? Reason::NoDevice : Reason::Disabled;
   if (!st.s.p2p) return Reason::Excluded;
-  if (!st.can_p2p) return Reason::DeviceCap;
+  if (!st.can_p2p) return st.public_firmware ? Reason::PublicP2p : Reason::DeviceCap;
   *cs = comm_for_p2p(comm);
   if (*cs != nullptr) return Reason::Offloaded;
   CommState* known = comm_lookup(comm);
@@ -174,6 +174,45 @@ int start_nonblocking(ShadowReq* r, MPI_Request* request) {
   return MPI_SUCCESS;
 }
 
+// Where a p2p entry point's call goes after the checks every one of them
+// makes first. cs set: offloaded on that comm; null: the call is done (it ran
+// natively or its arguments were rejected) and rc is its result.
+struct P2pAdmission {
+  CommState* cs = nullptr;
+  uint64_t bytes = 0;
+  int rc = MPI_SUCCESS;
+};
+
+// Routes the call, sizes the buffer and screens peer, tag and buffer, then
+// accounts the call as offloaded or runs `native`. `receive`: MPI_ANY_SOURCE
+// and MPI_ANY_TAG are valid.
+template <typename Native>
+inline P2pAdmission p2p_admit(CallScope& scope, Call call, const void* buf, int count, MPI_Datatype type, int peer,
+                              int tag, MPI_Comm comm, bool receive, Native& native) {
+  P2pAdmission admitted;
+  Reason why = p2p_route(comm, &admitted.cs);
+  const BufferBytes size = buffer_bytes(count, type);
+  admitted.bytes = size.bytes;
+  if (why == Reason::Offloaded && peer == MPI_PROC_NULL) why = Reason::ProcNull;
+  if (why == Reason::Offloaded && (!valid_peer(admitted.cs, peer, receive) || !valid_tag(tag, receive) || !size.valid))
+    why = Reason::BadArgs;
+  if (why != Reason::Offloaded) admitted.cs = nullptr;
+  if (ACCL_UNLIKELY(suspect_buffer(buf)) && why != Reason::BadArgs && size.valid && comm != MPI_COMM_NULL) {
+    if (const BufferFault f = check_p2p_buffer(buf, count, type)) {
+      admitted.cs = nullptr;
+      admitted.rc = reject_arguments(scope, comm, call, f, admitted.bytes);
+      return admitted;
+    }
+  }
+  if (admitted.cs == nullptr) {
+    scope.native(why, admitted.bytes, comm);
+    admitted.rc = native();
+    return admitted;
+  }
+  scope.offloaded(admitted.bytes, comm);
+  return admitted;
+}
+
 }  // namespace
 
 // --- entry points used by the C and Fortran wrappers -------------------------
@@ -182,20 +221,10 @@ template <typename Native>
 int p2p_send_entry(Call call, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                    SendMode mode, MPI_Request* request, bool persistent, Native&& native, bool account = true) {
   CallScope scope(call, account);
-  CommState* cs = nullptr;
-  Reason why = p2p_route(comm, &cs);
-  const BufferBytes size = buffer_bytes(count, type);
-  const uint64_t bytes = size.bytes;
-  if (why == Reason::Offloaded && dest == MPI_PROC_NULL) why = Reason::ProcNull;
-  if (why == Reason::Offloaded && (!valid_peer(cs, dest, false) || !valid_tag(tag, false) || !size.valid))
-    why = Reason::BadArgs;
-  if (ACCL_UNLIKELY(suspect_buffer(buf)) && why != Reason::BadArgs && size.valid && comm != MPI_COMM_NULL)
-    if (const BufferFault f = check_p2p_buffer(buf, count, type)) return reject_arguments(scope, comm, call, f, bytes);
-  if (why != Reason::Offloaded) {
-    scope.native(why, bytes, comm);
-    return native();
-  }
-  scope.offloaded(bytes, comm);
+  const P2pAdmission admitted = p2p_admit(scope, call, buf, count, type, dest, tag, comm, false, native);
+  if (admitted.cs == nullptr) return admitted.rc;
+  CommState* const cs = admitted.cs;
+  const uint64_t bytes = admitted.bytes;
   if (persistent) {
     std::lock_guard lock(state().mu);
     ShadowReq* r = new_req(ReqKind::send, call, cs, comm, buf, count, type, bytes, dest, tag, mode);
@@ -217,20 +246,10 @@ template <typename Native>
 int p2p_recv_entry(Call call, void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                    MPI_Status* status, MPI_Request* request, bool persistent, Native&& native, bool account = true) {
   CallScope scope(call, account);
-  CommState* cs = nullptr;
-  Reason why = p2p_route(comm, &cs);
-  const BufferBytes size = buffer_bytes(count, type);
-  const uint64_t bytes = size.bytes;
-  if (why == Reason::Offloaded && source == MPI_PROC_NULL) why = Reason::ProcNull;
-  if (why == Reason::Offloaded && (!valid_peer(cs, source, true) || !valid_tag(tag, true) || !size.valid))
-    why = Reason::BadArgs;
-  if (ACCL_UNLIKELY(suspect_buffer(buf)) && why != Reason::BadArgs && size.valid && comm != MPI_COMM_NULL)
-    if (const BufferFault f = check_p2p_buffer(buf, count, type)) return reject_arguments(scope, comm, call, f, bytes);
-  if (why != Reason::Offloaded) {
-    scope.native(why, bytes, comm);
-    return native();
-  }
-  scope.offloaded(bytes, comm);
+  const P2pAdmission admitted = p2p_admit(scope, call, buf, count, type, source, tag, comm, true, native);
+  if (admitted.cs == nullptr) return admitted.rc;
+  CommState* const cs = admitted.cs;
+  const uint64_t bytes = admitted.bytes;
   ShadowReq* r;
   {
     std::lock_guard lock(state().mu);
@@ -355,74 +374,36 @@ int p2p_mrecv_entry(Call call, void* buf, int count, MPI_Datatype type, MPI_Mess
 // ---------------------------------------------------------------------------
 using namespace accl::pmpi;
 
-ACCL_PMPI_EXPORT int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (ACCL_LIKELY(g_native_only)) return PMPI_Send(buf, count, type, dest, tag, comm);
-  return p2p_send_entry(Call::Send, buf, count, type, dest, tag, comm, SendMode::standard, nullptr, false,
-                        [&] { return PMPI_Send(buf, count, type, dest, tag, comm); });
-}
-ACCL_PMPI_EXPORT int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (ACCL_LIKELY(g_native_only)) return PMPI_Bsend(buf, count, type, dest, tag, comm);
-  return p2p_send_entry(Call::Bsend, buf, count, type, dest, tag, comm, SendMode::buffered, nullptr, false,
-                        [&] { return PMPI_Bsend(buf, count, type, dest, tag, comm); });
-}
-ACCL_PMPI_EXPORT int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (ACCL_LIKELY(g_native_only)) return PMPI_Ssend(buf, count, type, dest, tag, comm);
-  return p2p_send_entry(Call::Ssend, buf, count, type, dest, tag, comm, SendMode::sync, nullptr, false,
-                        [&] { return PMPI_Ssend(buf, count, type, dest, tag, comm); });
-}
-ACCL_PMPI_EXPORT int MPI_Rsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (ACCL_LIKELY(g_native_only)) return PMPI_Rsend(buf, count, type, dest, tag, comm);
-  return p2p_send_entry(Call::Rsend, buf, count, type, dest, tag, comm, SendMode::ready, nullptr, false,
-                        [&] { return PMPI_Rsend(buf, count, type, dest, tag, comm); });
-}
-ACCL_PMPI_EXPORT int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                               MPI_Request* req) {
-  if (ACCL_LIKELY(g_native_only)) return PMPI_Isend(buf, count, type, dest, tag, comm, req);
-  return p2p_send_entry(Call::Isend, buf, count, type, dest, tag, comm, SendMode::standard, req, false,
-                        [&] { return PMPI_Isend(buf, count, type, dest, tag, comm, req); });
-}
-ACCL_PMPI_EXPORT int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                                MPI_Request* req) {
-  if (ACCL_LIKELY(g_native_only)) return PMPI_Ibsend(buf, count, type, dest, tag, comm, req);
-  return p2p_send_entry(Call::Ibsend, buf, count, type, dest, tag, comm, SendMode::buffered, req, false,
-                        [&] { return PMPI_Ibsend(buf, count, type, dest, tag, comm, req); });
-}
-ACCL_PMPI_EXPORT int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                                MPI_Request* req) {
-  if (ACCL_LIKELY(g_native_only)) return PMPI_Issend(buf, count, type, dest, tag, comm, req);
-  return p2p_send_entry(Call::Issend, buf, count, type, dest, tag, comm, SendMode::sync, req, false,
-                        [&] { return PMPI_Issend(buf, count, type, dest, tag, comm, req); });
-}
-ACCL_PMPI_EXPORT int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                                MPI_Request* req) {
-  if (ACCL_LIKELY(g_native_only)) return PMPI_Irsend(buf, count, type, dest, tag, comm, req);
-  return p2p_send_entry(Call::Irsend, buf, count, type, dest, tag, comm, SendMode::ready, req, false,
-                        [&] { return PMPI_Irsend(buf, count, type, dest, tag, comm, req); });
-}
-ACCL_PMPI_EXPORT int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                                   MPI_Request* req) {
-  if (ACCL_LIKELY(g_native_only)) return PMPI_Send_init(buf, count, type, dest, tag, comm, req);
-  return p2p_send_entry(Call::SendInit, buf, count, type, dest, tag, comm, SendMode::standard, req, true,
-                        [&] { return PMPI_Send_init(buf, count, type, dest, tag, comm, req); });
-}
-ACCL_PMPI_EXPORT int MPI_Bsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                                    MPI_Request* req) {
-  if (ACCL_LIKELY(g_native_only)) return PMPI_Bsend_init(buf, count, type, dest, tag, comm, req);
-  return p2p_send_entry(Call::BsendInit, buf, count, type, dest, tag, comm, SendMode::buffered, req, true,
-                        [&] { return PMPI_Bsend_init(buf, count, type, dest, tag, comm, req); });
-}
-ACCL_PMPI_EXPORT int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                                    MPI_Request* req) {
-  if (ACCL_LIKELY(g_native_only)) return PMPI_Ssend_init(buf, count, type, dest, tag, comm, req);
-  return p2p_send_entry(Call::SsendInit, buf, count, type, dest, tag, comm, SendMode::sync, req, true,
-                        [&] { return PMPI_Ssend_init(buf, count, type, dest, tag, comm, req); });
-}
-ACCL_PMPI_EXPORT int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                                    MPI_Request* req) {
-  if (ACCL_LIKELY(g_native_only)) return PMPI_Rsend_init(buf, count, type, dest, tag, comm, req);
-  return p2p_send_entry(Call::RsendInit, buf, count, type, dest, tag, comm, SendMode::ready, req, true,
-                        [&] { return PMPI_Rsend_init(buf, count, type, dest, tag, comm, req); });
-}
+// The send modes differ only in their names, Call and SendMode; as in
+// fortran.cpp, one macro per signature defines them.
+#define SEND_BINDING(name, call, mode)                                                                          \
+  ACCL_PMPI_EXPORT int MPI_##name(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) { \
+    if (ACCL_LIKELY(g_native_only)) return PMPI_##name(buf, count, type, dest, tag, comm);                       \
+    return p2p_send_entry(Call::call, buf, count, type, dest, tag, comm, SendMode::mode, nullptr, false,         \
+                          [&] { return PMPI_##name(buf, count, type, dest, tag, comm); });                       \
+  }
+SEND_BINDING(Send, Send, standard)
+SEND_BINDING(Bsend, Bsend, buffered)
+SEND_BINDING(Ssend, Ssend, sync)
+SEND_BINDING(Rsend, Rsend, ready)
+
+// With a request: the I-forms start the send, the _init forms (persistent)
+// only create it.
+#define ISEND_BINDING(name, call, mode, persistent)                                                           \
+  ACCL_PMPI_EXPORT int MPI_##name(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, \
+                                  MPI_Request* req) {                                                         \
+    if (ACCL_LIKELY(g_native_only)) return PMPI_##name(buf, count, type, dest, tag, comm, req);               \
+    return p2p_send_entry(Call::call, buf, count, type, dest, tag, comm, SendMode::mode, req, persistent,     \
+                          [&] { return PMPI_##name(buf, count, type, dest, tag, comm, req); });               \
+  }
+ISEND_BINDING(Isend, Isend, standard, false)
+ISEND_BINDING(Ibsend, Ibsend, buffered, false)
+ISEND_BINDING(Issend, Issend, sync, false)
+ISEND_BINDING(Irsend, Irsend, ready, false)
+ISEND_BINDING(Send_init, SendInit, standard, true)
+ISEND_BINDING(Bsend_init, BsendInit, buffered, true)
+ISEND_BINDING(Ssend_init, SsendInit, sync, true)
+ISEND_BINDING(Rsend_init, RsendInit, ready, true)
 
 ACCL_PMPI_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                               MPI_Status* status) {

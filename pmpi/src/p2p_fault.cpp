@@ -71,7 +71,7 @@ bool learn_failed_links(CommState* cs) {
     for (int r = 0; r < cs->size; ++r) {
       uint32_t& known = cs->failed_link[static_cast<size_t>(r)];
       if (r == cs->rank || known != 0) continue;
-      const uint32_t bits = accl.link_status(static_cast<unsigned>(r), cs->id);
+      const uint32_t bits = accl.link_status(static_cast<unsigned>(r), cs->p2p_id);
       if ((bits & abi::kLinkError) == 0) continue;
       known = bits;
       ACCL_LOG_WARN("accl-pmpi rank {}: {}; point-to-point with it on this communicator fails from now on",

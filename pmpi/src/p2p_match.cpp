@@ -225,7 +225,7 @@ void reply_in(CommState* cs, const Envelope& e) {
       const unsigned words = static_cast<unsigned>((r->env.bytes - r->env.inline_bytes) / 4);
       const unsigned to = static_cast<unsigned>(r->peer);
       const uint32_t seq = r->env.seq;
-      const communicatorId id = cs->id;
+      const communicatorId id = cs->p2p_id;
       p2p_op_queue(r, 1, kLocal, false, true, b, words, to, seq, id);
     }
     return;

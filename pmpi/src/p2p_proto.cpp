@@ -3,8 +3,9 @@
 // The offloaded point-to-point protocol: how a send becomes device calls
 // (the wire format is in p2p_wire.hpp).
 //
-// Protocol on the comm's ACCL communicator (its p2p context, so collectives
-// never mix with it):
+// Protocol on the comm's point-to-point ACCL communicator (CommState::p2p_id:
+// a context id of its own, so the device never holds these messages behind
+// the comm's collective ones, nor the other way round):
 //   * envelope: one message with device tag kEnvTag: a 32-byte header
 //     (source, MPI tag, size, a per-(sender, receiver) sequence number) plus
 //     inline data: the whole message when it fits (up to 4064 bytes, less
@@ -147,7 +148,7 @@ void p2p_reply_queue(ShadowReq* r) {
   c.inline_bytes = 0;
   c.bytes = 0;
   const unsigned to = static_cast<unsigned>(r->env.src);
-  const communicatorId id = r->cs->id;
+  const communicatorId id = r->cs->p2p_id;
   BaseBuffer* b = &ctl_buffer(r);
   p2p_op_queue(r, 1, kLocal, false, true, b, kHeaderBytes / 4, to, kEnvTag, id);
 }
@@ -209,7 +210,7 @@ void p2p_pull_ensure(CommState* cs, bool force) {
     cs->pull_buf = std::shared_ptr<BaseBuffer>(st.accl->create_buffer_host<uint8_t>(
         reinterpret_cast<uint8_t*>(cs->pull_env.get()), kEnvWords, dataType::int32));
   }
-  cs->pull = st.accl->recv(*cs->pull_buf, kEnvWords, RANK_ANY, kEnvTag, cs->id, false, dataType::none, true);
+  cs->pull = st.accl->recv(*cs->pull_buf, kEnvWords, RANK_ANY, kEnvTag, cs->p2p_id, false, dataType::none, true);
   ++cs->refs;  // the pull writes into cs->pull_env: keep cs alive until it resolves
   if (!cs->in_active_list) {
     g_active.push_back(cs);
@@ -269,7 +270,7 @@ void p2p_send_start(ShadowReq* r) {
     return;
   }
   const unsigned peer = static_cast<unsigned>(r->peer);
-  const communicatorId id = cs->id;
+  const communicatorId id = cs->p2p_id;
   BaseBuffer* env = &env_buffer(r);
   const unsigned env_words = envelope_words(e);
   // Whatever can throw comes before the first p2p_op_queue(), which may put

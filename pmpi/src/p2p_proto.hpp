@@ -67,7 +67,7 @@ inline void p2p_payload_recv_queue(ShadowReq* r, bool reply_after) {
   const unsigned words = static_cast<unsigned>((r->env.bytes - r->env.inline_bytes) / 4);
   const unsigned from = static_cast<unsigned>(r->env.src);
   const uint32_t seq = r->env.seq;
-  const communicatorId id = r->cs->id;
+  const communicatorId id = r->cs->p2p_id;
   p2p_op_queue(r, 0, kRemote, reply_after, false, b, words, from, seq, id);
 }
 

@@ -12,6 +12,7 @@
 #include "progress.hpp"
 
 #include "buffers.hpp"
+#include "coll_compose.hpp"
 #include "comms.hpp"
 #include "errors.hpp"
 #include "p2p_match.hpp"
@@ -38,6 +39,11 @@ void finish_request(ShadowReq* r) {
   }
   if (r->error == MPI_SUCCESS) run_post_copy(r->post);
   r->post = PostCopy{};
+  if (r->composed) {
+    if (r->error == MPI_SUCCESS) r->composed->finish();
+    r->composed->release();
+    r->composed.reset();
+  }
   r->held.release();
   if (r->kind == ReqKind::recv) r->rstate = RecvState::done;
   r->complete = true;
@@ -96,7 +102,9 @@ void progress_request(ShadowReq* r) {
   }
   if (pending) return;
   // Unpacking into a derived datatype calls MPI: an application thread's round does it.
-  if (r->post.kind == PostCopy::unpack && on_progress_thread()) return;
+  if ((r->post.kind == PostCopy::unpack || r->post.kind == PostCopy::run_work || (r->composed && r->composed->unpacks)) &&
+      on_progress_thread())
+    return;
   finish_request(r);
 }
 

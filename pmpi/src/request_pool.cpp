@@ -11,6 +11,7 @@
 // intercepted (request_wait.cpp).
 #include "requests.hpp"
 
+#include "coll_compose.hpp"
 #include "comms.hpp"
 #include "types.hpp"
 
@@ -104,6 +105,11 @@ ShadowReq* shadow_alloc(ReqKind kind, Call call) {
 void shadow_free(ShadowReq* r) {
   for (auto& d : r->r) d.reset();
   r->held.release();
+  r->post = PostCopy{};  // completion work owns memory and type references
+  if (r->composed) {
+    r->composed->release();
+    r->composed.reset();
+  }
   r->self_data.clear();
   r->layout.reset();
   if (r->type_ref != MPI_DATATYPE_NULL) {

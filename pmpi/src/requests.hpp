@@ -16,6 +16,7 @@
 namespace accl::pmpi {
 
 struct CommState;
+struct Composed;
 
 enum class ReqKind : uint8_t { free, send, recv, coll, message };
 enum class SendMode : uint8_t { standard, buffered, sync, ready };
@@ -54,6 +55,9 @@ struct ShadowReq {
   RequestPtr r[3];
   Held held;
   PostCopy post;
+  // A composed collective (coll_compose.hpp): what its device calls hold and
+  // the copies that finish it; r[0] is the nop that ends it.
+  std::shared_ptr<Composed> composed;
   // send: the outgoing envelope; recv/message: the matched one
   Envelope env{};
   // recv: the reply (clear-to-send / synchronous ack) sent back to the sender

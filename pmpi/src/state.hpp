@@ -97,6 +97,12 @@ struct State {
   // reported (device_ops), and defined for data type t (device_type_ops[t]).
   uint32_t device_ops = 0;
   std::array<uint32_t, abi::kNumDataTypes> device_type_ops{};
+  // The device has no capability word: public ACCL's firmware and its rules
+  // (core/src/public_firmware.hpp), agreed by all ranks.
+  bool public_firmware = false;
+  // Largest message bytes of one device message there when its rendezvous
+  // cannot run (no RDMA stack): the eager size; 0 = no such limit.
+  uint64_t eager_only_limit = 0;
   int comm_keyval = MPI_KEYVAL_INVALID;
   int type_keyval = MPI_KEYVAL_INVALID;
   int self_keyval = MPI_KEYVAL_INVALID;

@@ -2,11 +2,13 @@
 """The ACCL Python driver (seed 003 "ACCL"): class :class:`accl` and :class:`ACCLArithConfig`.
 
 Each :class:`accl` instance drives one CCLO through libaccl (the C++ driver):
-an emulated CCLO running in this process (``sim_mode=True``) or a CCLO on an
-Alveo card (``xclbin=...``). Calls release the GIL while the device works, so
-several instances can be driven from Python threads (seed 000).
+an emulated CCLO running in this process (``sim_mode=True``), one instance of
+a public ACCL simulation session (``sim_mode=True, sim_sock=...``) or a CCLO
+on an Alveo card (``xclbin=...``). Calls release the GIL while the device
+works, so several instances can be driven from Python threads (seed 000).
 
-The class's calls are in pyaccl._calls, the checks of its arguments in
+The class's calls are in pyaccl._calls, seed 001's configuration calls in
+pyaccl._setup, the checks of its arguments in
 pyaccl._checks and the arithmetic configurations in pyaccl._arith; every
 name of the 2022 pyaccl.accl stays importable from here.
 """
@@ -19,6 +21,7 @@ import numpy as np
 from . import _pyaccl, _sim
 from ._arith import ACCL_DEFAULT_ARITH_CONFIG, ACCLArithConfig, _native_arith_config
 from ._calls import ACCLRequest, _DeviceCalls
+from ._setup import _SetupCalls
 from ._checks import _index, _parse_endpoint, _rank_record, _whole
 from .buffer import ACCLBuffer, native_type
 from .constants import (GLOBAL_COMM, TAG_ANY, ACCLCompressionFlags, ACCLReduceFunctions, ACCLStreamFlags,
@@ -33,10 +36,6 @@ __all__ = [
     "ACCLError", "ACCLDeviceError", "ACCLTimeoutError", "ACCLArgumentError",
 ]
 
-# Rendezvous scratch buffers are capped like public ACCL's accl_network_utils
-# (min(nbufs * bufsize, 4 MiB)): enough for its flat-tree reduce sizes
-# without reserving large device memory per instance.
-_MAX_RENDEZVOUS_CAP = 4 * 1024 * 1024
 _PROTOCOLS = ("TCP", "UDP", "RDMA")
 
 
@@ -56,7 +55,7 @@ class _SubmoduleAccess(type):
         return module.__dict__[name]
 
 
-class accl(_DeviceCalls, metaclass=_SubmoduleAccess):  # noqa: N801 (seed 003 name)
+class accl(_DeviceCalls, _SetupCalls, metaclass=_SubmoduleAccess):  # noqa: N801 (seed 003 name)
     """ACCL Python Driver.
 
     Args:
@@ -64,20 +63,24 @@ class accl(_DeviceCalls, metaclass=_SubmoduleAccess):  # noqa: N801 (seed 003 na
         local_rank (int): This instance's rank.
         ranks (list, optional): One entry per rank: a dict with ``ip``, ``port`` and optionally
             ``session_id`` and ``max_segment_size`` (bytes; 0 = bufsize), an ``(ip, port)`` tuple
-            or ``"ip:port"``. In sim_mode this instance's emulated CCLO listens on its own entry.
-            Defaults: sim_mode without sim_sock: the emulated CCLOs of this process's
-            instances with the same nranks; sim_sock: its host with consecutive ports;
-            hardware: 127.0.0.1 port 9000 + i.
+            or ``"ip:port"``. On the bundled emulator this instance's CCLO listens on its own
+            entry. Defaults: bundled emulator: the emulated CCLOs of this process's instances
+            with the same nranks; simulator session: 127.0.0.1, port P + i, session id i (as
+            public ACCL's drivers name a session's instances); hardware: 127.0.0.1 port 9000 + i.
         protocol (str, optional): "TCP", "UDP" or "RDMA": the network stack of the xclbin.
             The emulator picks its transport itself (ACCL_EMU_TRANSPORT).
         nbufs (int, optional): Number of RX (eager) buffers. Defaults to 16.
         bufsize (int, optional): Bytes per RX buffer; also the largest message sent eagerly.
             Defaults to 1024.
         arith_config (dict, optional): {(uncompressed dtype, compressed dtype): ACCLArithConfig}.
-        sim_mode (bool, optional): Run on the bundled emulator, in this process. Defaults to False.
+        sim_mode (bool, optional): Run on a simulated CCLO: the instance of a public ACCL
+            simulation session that ``sim_sock`` names, else (ACCL_DEVICE=sim) the one of
+            ACCL_SIM_ADDRESS's session, else the bundled emulator in this process (the default).
+            Defaults to False.
         xclbin (str, optional): Bitstream for hardware mode (XRT backend).
-        sim_sock (str, optional): ``"tcp://host:port"`` where this rank's emulated CCLO listens
-            (2022 convention: port = base + local_rank; rank i is then at base + i).
+        sim_sock (str, optional): ``"tcp://host:port"`` of this rank's instance in a public ACCL
+            simulation session (``cclo_emu -s nranks -r local_rank -p P`` or the RTL simulation):
+            port P + local_rank, as the 2022 pyaccl connected to it. The session must already run.
         board_idx (int, optional): Alveo card index in hardware mode (default: ACCL_DEVICE_INDEX,
             else the card nearest to this process).
         cclo_idx (int, optional): Which CCLO of the xclbin (kernel instance ccl_offload_<i>).
@@ -88,8 +91,10 @@ class accl(_DeviceCalls, metaclass=_SubmoduleAccess):  # noqa: N801 (seed 003 na
                  arith_config=ACCL_DEFAULT_ARITH_CONFIG, sim_mode=False, xclbin=None, sim_sock=None,
                  board_idx=None, cclo_idx=0):
         self._driver = None  # first, so deinit()/__del__ work after a failed constructor
+        self._device_kind = "no device"  # for messages: emulator, simulator session or xclbin
         self._pending_lock = threading.Lock()
         self._pending = []  # handles of async calls not known to be complete
+        self._timeout_us = None  # set_timeout's value, kept across reconfigurations
         self.nranks = _index(nranks, "accl: nranks")
         if self.nranks < 1:
             raise ACCLArgumentError("accl: nranks must be at least 1")
@@ -116,8 +121,9 @@ class accl(_DeviceCalls, metaclass=_SubmoduleAccess):  # noqa: N801 (seed 003 na
                 raise ACCLArgumentError(f"accl: {len(ranks)} ranks given for nranks={self.nranks}")
 
         if self.sim_mode:
-            driver, ranks = self._open_emulator(ranks, native_arith)
+            driver, ranks = self._open_simulated(ranks, native_arith)
         elif xclbin is not None:
+            self._device_kind = f"xclbin {xclbin}"
             if not _pyaccl.have_hardware_backend():
                 raise ACCLError("accl: pyaccl was built without the hardware backend (libaccl_hw); "
                                 "use sim_mode=True for the emulator", "accl", self.local_rank)
@@ -134,37 +140,50 @@ class accl(_DeviceCalls, metaclass=_SubmoduleAccess):  # noqa: N801 (seed 003 na
         else:
             raise ACCLArgumentError("accl: no device: pass xclbin=... for an Alveo card or sim_mode=True "
                                     "for the bundled emulator")
-        self.ranks = ranks
-        max_rendezvous = min(self.nbufs * self.bufsize, _MAX_RENDEZVOUS_CAP)
-        driver.initialize([(r["ip"], r["port"], r["session_id"], r["max_segment_size"]) for r in ranks],
-                          self.local_rank, self.nbufs, self.bufsize, self.bufsize, max_rendezvous)
+        # The bundled emulator's CCLOs listen where the rank list says; other devices' rank
+        # lists only describe the network (configure_communicator may change them).
+        self._endpoints_fixed = self._device_kind == "emulator"
+        self._configure_device(driver, ranks, self.nbufs, self.bufsize)
         self._driver = driver
 
-    def _open_emulator(self, ranks, native_arith):
-        """This rank's emulated CCLO and the rank list of its world."""
-        if ranks is not None:
-            me = ranks[self.local_rank]
-            if self.sim_sock is not None:
-                ip, port = _parse_endpoint(self.sim_sock, "sim_sock")
-            else:
-                ip, port = me["ip"], me["port"]
-            return _pyaccl.create_emulated(ip, port, native_arith), ranks
+    def _open_simulated(self, ranks, native_arith):
+        """sim_mode's device (see the sim_mode argument) and the rank list of its world."""
         if self.sim_sock is not None:
-            ip, port = _parse_endpoint(self.sim_sock, "sim_sock")
+            host, port = _parse_endpoint(self.sim_sock, "sim_sock")
             base = port - self.local_rank
             if base < 1 or base + self.nranks - 1 > 0xFFFF:
-                raise ACCLArgumentError(f"accl: sim_sock port {port} leaves no port range for {self.nranks} ranks")
-            ranks = [{"ip": ip, "port": base + i, "session_id": i, "max_segment_size": 0}
-                     for i in range(self.nranks)]
-            return _pyaccl.create_emulated(ip, port, native_arith), ranks
+                raise ACCLArgumentError(f"accl: sim_sock port {port} of rank {self.local_rank} leaves no port range "
+                                        f"for {self.nranks} ranks (rank i listens on port {base} + i)")
+            return self._open_session(f"tcp://{host}:{base}", ranks, native_arith)
+        if _pyaccl.selected_device() == "sim":
+            return self._open_session("", ranks, native_arith)
+        self._device_kind = "emulator"
+        return self._open_emulator(ranks, native_arith)
+
+    def _open_session(self, rank0_address, ranks, native_arith):
+        """This rank's instance of a public simulation session; rank0_address '' is ACCL_SIM_ADDRESS."""
+        self._device_kind = "simulator session"
+        driver, ip, port, session_id = _pyaccl.create_simulated(rank0_address, self.local_rank, self.nranks,
+                                                                native_arith)
+        if ranks is None:
+            base = port - self.local_rank
+            # The factory names rank r's instance 127.0.0.1:P+r with session id r.
+            ranks = [{"ip": ip, "port": base + i, "session_id": session_id - self.local_rank + i,
+                      "max_segment_size": 0} for i in range(self.nranks)]
+        return driver, ranks
+
+    def _open_emulator(self, ranks, native_arith):
+        """This rank's emulated CCLO (in this process) and the rank list of its world."""
+        if ranks is not None:
+            me = ranks[self.local_rank]
+            return _pyaccl.create_emulated(me["ip"], me["port"], native_arith), ranks
         driver, endpoints = _sim.claim_emulated_rank(self.nranks, self.local_rank, native_arith)
         ranks = [{"ip": ip, "port": port, "session_id": i, "max_segment_size": 0}
                  for i, (ip, port) in enumerate(endpoints)]
         return driver, ranks
 
     def __repr__(self):
-        device = "emulator" if self.sim_mode else f"xclbin {self.xclbin}"
-        return f"<pyaccl.accl rank {self.local_rank} of {self.nranks} on {device}>"
+        return f"<pyaccl.accl rank {self.local_rank} of {self.nranks} on {self._device_kind}>"
 
     # ------------------------------------------------------------ buffers
 
@@ -221,7 +240,9 @@ class accl(_DeviceCalls, metaclass=_SubmoduleAccess):  # noqa: N801 (seed 003 na
 
     def set_timeout(self, seconds):
         """Device timeout of every call, in seconds (default ACCL_TIMEOUT_MS)."""
-        self._live_driver("set_timeout").set_timeout_us(int(seconds * 1_000_000))
+        timeout_us = int(seconds * 1_000_000)
+        self._live_driver("set_timeout").set_timeout_us(timeout_us)
+        self._timeout_us = timeout_us
 
     def supports(self, func, dtype=None):
         """Whether the CCLO implements reduce function ``func`` (ACCLReduceFunctions), and with ``dtype``

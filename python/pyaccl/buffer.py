@@ -72,8 +72,9 @@ class ACCLBuffer(np.ndarray):
         dtype (NumPy datatype, optional): float16, float32, float64, int32, int64 (or int8/uint8
             for byte data). Defaults to np.float32.
         target (accl): The accl instance whose device holds the buffer.
-        zmqsocket: Accepted for compatibility with the 2022 pyaccl; unused (the emulator runs
-            in this process).
+        zmqsocket: Accepted for compatibility with the 2022 pyaccl, where it named the simulator
+            instance holding the buffer; here the buffer lives on ``target``'s device (with
+            ``sim_sock``, in that session instance's device or host memory).
         physical_address (int, optional): Not supported: the driver places buffers.
         prealloc (bool, optional): Accepted for compatibility; device memory is always
             reserved at creation.

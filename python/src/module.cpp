@@ -26,6 +26,9 @@ namespace {
 using accl::BaseBuffer;
 using accl::RequestPtr;
 using DataType = accl::dataType;
+// The requests a call waits for (pyaccl's waitfor=), resolved by the driver
+// and the device: see accl/device.hpp Device::start.
+using Waitfor = std::vector<RequestPtr>;
 
 // Raises the pyaccl.errors exception for a driver error. The classes live in
 // Python so they can carry Python-side conveniences (ErrorCode members);
@@ -238,91 +241,109 @@ void bind_driver(py::module_& m) {
         },
         py::arg("length"), py::arg("type"), py::arg("host_only"));
 
-  // --- calls: argument order follows the C++ driver (accl/accl.hpp) ---
-  d.def("nop", [](Driver& self, bool run_async) { return without_gil([&] { return self.accl().nop(run_async); }); });
+  // --- calls: argument order follows the C++ driver (accl/accl.hpp); every
+  // call ends with run_async and the requests it waits for ---
+  d.def("nop", [](Driver& self, bool run_async, const Waitfor& waitfor) {
+    return without_gil([&] { return self.accl().nop(run_async, waitfor); });
+  });
   d.def("copy", [](Driver& self, NativeBuffer& src, NativeBuffer& dst, unsigned count, bool from_fpga, bool to_fpga,
-                   bool run_async) {
-    return without_gil([&] { return self.accl().copy(src.get(), dst.get(), count, from_fpga, to_fpga, run_async); });
+                   bool run_async, const Waitfor& waitfor) {
+    return without_gil(
+        [&] { return self.accl().copy(src.get(), dst.get(), count, from_fpga, to_fpga, run_async, waitfor); });
   });
   d.def("combine", [](Driver& self, unsigned count, uint32_t func, NativeBuffer& val1, NativeBuffer& val2,
-                      NativeBuffer& result, bool val1_from_fpga, bool val2_from_fpga, bool to_fpga, bool run_async) {
+                      NativeBuffer& result, bool val1_from_fpga, bool val2_from_fpga, bool to_fpga, bool run_async,
+                      const Waitfor& waitfor) {
     return without_gil([&] {
       return self.accl().combine(count, reduce_function(func), val1.get(), val2.get(), result.get(), val1_from_fpga,
-                                 val2_from_fpga, to_fpga, run_async);
+                                 val2_from_fpga, to_fpga, run_async, waitfor);
     });
   });
   d.def("send", [](Driver& self, NativeBuffer& src, unsigned count, unsigned dst, unsigned tag, unsigned comm,
-                   bool from_fpga, DataType compress, bool run_async) {
-    return without_gil(
-        [&] { return self.accl().send(src.get(), count, dst, tag, comm, from_fpga, compress, run_async); });
+                   bool from_fpga, DataType compress, bool run_async, const Waitfor& waitfor) {
+    return without_gil([&] {
+      return self.accl().send(src.get(), count, dst, tag, comm, from_fpga, compress, run_async, waitfor);
+    });
   });
   d.def("send_from_stream", [](Driver& self, DataType src_type, unsigned count, unsigned dst, unsigned tag,
-                               unsigned comm, DataType compress, bool run_async) {
-    return without_gil([&] { return self.accl().send(src_type, count, dst, tag, comm, compress, run_async); });
+                               unsigned comm, DataType compress, bool run_async, const Waitfor& waitfor) {
+    return without_gil(
+        [&] { return self.accl().send(src_type, count, dst, tag, comm, compress, run_async, waitfor); });
   });
   d.def("stream_put", [](Driver& self, NativeBuffer& src, unsigned count, unsigned dst, unsigned stream_id,
-                         unsigned comm, bool from_fpga, DataType compress, bool run_async) {
+                         unsigned comm, bool from_fpga, DataType compress, bool run_async, const Waitfor& waitfor) {
     return without_gil([&] {
-      return self.accl().stream_put(src.get(), count, dst, stream_id, comm, from_fpga, compress, run_async);
+      return self.accl().stream_put(src.get(), count, dst, stream_id, comm, from_fpga, compress, run_async, waitfor);
     });
   });
   d.def("recv", [](Driver& self, NativeBuffer& dst, unsigned count, unsigned src, unsigned tag, unsigned comm,
-                   bool to_fpga, DataType compress, bool run_async) {
-    return without_gil(
-        [&] { return self.accl().recv(dst.get(), count, src, tag, comm, to_fpga, compress, run_async); });
+                   bool to_fpga, DataType compress, bool run_async, const Waitfor& waitfor) {
+    return without_gil([&] {
+      return self.accl().recv(dst.get(), count, src, tag, comm, to_fpga, compress, run_async, waitfor);
+    });
   });
   d.def("bcast", [](Driver& self, NativeBuffer& buf, unsigned count, unsigned root, unsigned comm, bool from_fpga,
-                    bool to_fpga, DataType compress, bool run_async) {
-    return without_gil(
-        [&] { return self.accl().bcast(buf.get(), count, root, comm, from_fpga, to_fpga, compress, run_async); });
+                    bool to_fpga, DataType compress, bool run_async, const Waitfor& waitfor) {
+    return without_gil([&] {
+      return self.accl().bcast(buf.get(), count, root, comm, from_fpga, to_fpga, compress, run_async, waitfor);
+    });
   });
   d.def("scatter", [](Driver& self, NativeBuffer& sbuf, NativeBuffer& rbuf, unsigned count, unsigned root,
-                      unsigned comm, bool from_fpga, bool to_fpga, DataType compress, bool run_async) {
+                      unsigned comm, bool from_fpga, bool to_fpga, DataType compress, bool run_async,
+                      const Waitfor& waitfor) {
     return without_gil([&] {
-      return self.accl().scatter(sbuf.get(), rbuf.get(), count, root, comm, from_fpga, to_fpga, compress, run_async);
+      return self.accl().scatter(sbuf.get(), rbuf.get(), count, root, comm, from_fpga, to_fpga, compress, run_async,
+                                 waitfor);
     });
   });
   d.def("gather", [](Driver& self, NativeBuffer& sbuf, NativeBuffer& rbuf, unsigned count, unsigned root,
-                     unsigned comm, bool from_fpga, bool to_fpga, DataType compress, bool run_async) {
+                     unsigned comm, bool from_fpga, bool to_fpga, DataType compress, bool run_async,
+                     const Waitfor& waitfor) {
     return without_gil([&] {
-      return self.accl().gather(sbuf.get(), rbuf.get(), count, root, comm, from_fpga, to_fpga, compress, run_async);
+      return self.accl().gather(sbuf.get(), rbuf.get(), count, root, comm, from_fpga, to_fpga, compress, run_async,
+                                waitfor);
     });
   });
   d.def("allgather", [](Driver& self, NativeBuffer& sbuf, NativeBuffer& rbuf, unsigned count, unsigned comm,
-                        bool from_fpga, bool to_fpga, DataType compress, bool run_async) {
+                        bool from_fpga, bool to_fpga, DataType compress, bool run_async, const Waitfor& waitfor) {
     return without_gil([&] {
-      return self.accl().allgather(sbuf.get(), rbuf.get(), count, comm, from_fpga, to_fpga, compress, run_async);
+      return self.accl().allgather(sbuf.get(), rbuf.get(), count, comm, from_fpga, to_fpga, compress, run_async,
+                                   waitfor);
     });
   });
   d.def("reduce", [](Driver& self, NativeBuffer& sbuf, NativeBuffer& rbuf, unsigned count, unsigned root,
-                     uint32_t func, unsigned comm, bool from_fpga, bool to_fpga, DataType compress, bool run_async) {
+                     uint32_t func, unsigned comm, bool from_fpga, bool to_fpga, DataType compress, bool run_async,
+                     const Waitfor& waitfor) {
     return without_gil([&] {
       return self.accl().reduce(sbuf.get(), rbuf.get(), count, root, reduce_function(func), comm, from_fpga, to_fpga,
-                                compress, run_async);
+                                compress, run_async, waitfor);
     });
   });
   d.def("allreduce", [](Driver& self, NativeBuffer& sbuf, NativeBuffer& rbuf, unsigned count, uint32_t func,
-                        unsigned comm, bool from_fpga, bool to_fpga, DataType compress, bool run_async) {
+                        unsigned comm, bool from_fpga, bool to_fpga, DataType compress, bool run_async,
+                        const Waitfor& waitfor) {
     return without_gil([&] {
       return self.accl().allreduce(sbuf.get(), rbuf.get(), count, reduce_function(func), comm, from_fpga, to_fpga,
-                                   compress, run_async);
+                                   compress, run_async, waitfor);
     });
   });
   d.def("reduce_scatter", [](Driver& self, NativeBuffer& sbuf, NativeBuffer& rbuf, unsigned count, uint32_t func,
-                             unsigned comm, bool from_fpga, bool to_fpga, DataType compress, bool run_async) {
+                             unsigned comm, bool from_fpga, bool to_fpga, DataType compress, bool run_async,
+                             const Waitfor& waitfor) {
     return without_gil([&] {
       return self.accl().reduce_scatter(sbuf.get(), rbuf.get(), count, reduce_function(func), comm, from_fpga,
-                                        to_fpga, compress, run_async);
+                                        to_fpga, compress, run_async, waitfor);
     });
   });
   d.def("alltoall", [](Driver& self, NativeBuffer& sbuf, NativeBuffer& rbuf, unsigned count, unsigned comm,
-                       bool from_fpga, bool to_fpga, DataType compress, bool run_async) {
+                       bool from_fpga, bool to_fpga, DataType compress, bool run_async, const Waitfor& waitfor) {
     return without_gil([&] {
-      return self.accl().alltoall(sbuf.get(), rbuf.get(), count, comm, from_fpga, to_fpga, compress, run_async);
+      return self.accl().alltoall(sbuf.get(), rbuf.get(), count, comm, from_fpga, to_fpga, compress, run_async,
+                                  waitfor);
     });
   });
-  d.def("barrier", [](Driver& self, unsigned comm, bool run_async) {
-    return without_gil([&] { return self.accl().barrier(comm, run_async); });
+  d.def("barrier", [](Driver& self, unsigned comm, bool run_async, const Waitfor& waitfor) {
+    return without_gil([&] { return self.accl().barrier(comm, run_async, waitfor); });
   });
 }
 
@@ -342,6 +363,18 @@ void bind_factories(py::module_& m) {
 
   m.def("create_emulated", &create_emulated_driver, py::arg("bind_address"), py::arg("port"), py::arg("arith"),
         py::call_guard<py::gil_scoped_release>(), "An emulated CCLO listening on bind_address:port (0: any port).");
+  m.def("create_simulated",
+        [](const std::string& rank0_address, int rank, int size, const accl::arithConfigMap& arith) {
+          SimulatedDriver opened = [&] {
+            py::gil_scoped_release release;
+            return create_simulated_driver(rank0_address, rank, size, arith);
+          }();
+          return std::make_tuple(opened.driver, opened.endpoint.ip, opened.endpoint.port, opened.session_id);
+        },
+        py::arg("rank0_address"), py::arg("rank"), py::arg("size"), py::arg("arith"),
+        "One instance of a public ACCL simulation session: (driver, ip, port, session id) of `rank`; "
+        "rank0_address '' reads ACCL_SIM_ADDRESS.");
+  m.def("selected_device", &selected_device, "ACCL_DEVICE's choice: emu, xrt, sim or none.");
   m.def("create_hardware", &create_hardware_driver, py::arg("xclbin"), py::arg("board"), py::arg("cclo_index"),
         py::arg("arith"), py::call_guard<py::gil_scoped_release>(), "A CCLO on an Alveo card (XRT backend).");
 }

@@ -76,6 +76,25 @@ EmuEndpoint emulated_endpoint(Driver& driver) {
   return EmuEndpoint{ep.ip, ep.port};
 }
 
+SimulatedDriver create_simulated_driver(const std::string& rank0_address, int rank, int size,
+                                        const accl::arithConfigMap& arith) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw std::invalid_argument("rank " + std::to_string(rank) + " is not one of " + std::to_string(size) + " ranks");
+  accl::devices::Request request;
+  request.kind = accl::devices::Kind::sim;
+  request.rank = rank;
+  request.size = size;
+  if (!rank0_address.empty()) request.sim_address = rank0_address;
+  accl::devices::Opened opened = accl::devices::open(request);
+  SimulatedDriver out;
+  out.endpoint = EmuEndpoint{opened.ip, opened.port};
+  out.session_id = opened.session_id;
+  out.driver = std::make_shared<Driver>(std::move(opened.device), arith);
+  return out;
+}
+
+std::string selected_device() { return accl::devices::to_string(accl::devices::selected()); }
+
 // The device factory always carries the XRT backend; built without XRT, it
 // says so when a card is opened.
 bool have_hardware_backend() { return true; }

@@ -92,6 +92,22 @@ std::shared_ptr<Driver> create_emulated_driver(const std::string& bind_address, 
 // The endpoint the emulated device behind `driver` listens on.
 EmuEndpoint emulated_endpoint(Driver& driver);
 
+// One instance of a public ACCL simulation session (cclo_emu or the RTL
+// simulation): the instance of `rank` of `size`, listening on rank 0's port
+// + rank. `rank0_address` is tcp://host:port of rank 0's instance; empty:
+// ACCL_SIM_ADDRESS. Throws "no simulator session at ..." (bounded by
+// ACCL_SIM_REPLY_TIMEOUT_MS) when the instance does not answer.
+struct SimulatedDriver {
+  std::shared_ptr<Driver> driver;
+  EmuEndpoint endpoint;  // how peers name this rank in their communicator tables
+  int session_id = -1;
+};
+SimulatedDriver create_simulated_driver(const std::string& rank0_address, int rank, int size,
+                                        const accl::arithConfigMap& arith);
+
+// ACCL_DEVICE's choice: "emu" (default), "xrt", "sim" or "none".
+std::string selected_device();
+
 // Whether this build links the hardware backend (libaccl_hw).
 bool have_hardware_backend();
 // A CCLO on an Alveo card: `xclbin` loaded on card `board` (empty: the

@@ -96,6 +96,41 @@ TEST(Flow, RelayedBcastIsTakenPastATableFullOfLaterCalls) {
                /*vary_sizes=*/false);
 }
 
+// A receive from RANK_ANY is taken past a table full of another
+// communicator's messages for later calls (issue 37, the BLACS tester under
+// the PMPI layer, whose point-to-point traffic has a communicator of its
+// own): rank 0 broadcasts kCalls calls ahead on a communicator of the
+// broadcasts, and only then rank 2 sends rank 1 a message on the world
+// communicator, which queues behind them. Before the fix a RANK_ANY receive
+// never asked for the arrivals a full table kept out, and timed out.
+TEST(Flow, AnySourceReceiveIsTakenPastATableFullOfAnotherCommunicator) {
+  World& w = World::get(3, flow_config());
+  constexpr unsigned kCalls = 1100;  // more than the firmware's arrival table holds
+  constexpr uint32_t kBcastContext = 77;
+  constexpr int32_t kMessage = 4242;
+  Progress progress(w.size());
+  w.run([&](unsigned r, ACCL& a) {
+    const accl::communicatorId bcasts = a.split_communicator({0, 1, 2}, kBcastContext);
+    auto buf = a.create_buffer<int32_t>(1);
+    if (r != 0) progress.wait_for(0, kCalls);  // the root's messages are all on their way
+    if (r == 2) {
+      (*buf)[0] = kMessage;
+      a.send(*buf, 1, 1, 7);
+    } else if (r == 1) {
+      (*buf)[0] = -1;
+      a.recv(*buf, 1, accl::RANK_ANY, 7);
+      EXPECT_EQ((*buf)[0], kMessage) << "the RANK_ANY receive";
+    }
+    for (unsigned call = 0; call < kCalls; ++call) {
+      (*buf)[0] = r == 0 ? bcast_value(call, 0) : -1;
+      a.bcast(*buf, 1, 0, bcasts);
+      ASSERT_EQ((*buf)[0], bcast_value(call, 0)) << "rank " << r << " broadcast " << call;
+      progress.finished_one(r);
+    }
+    a.free_communicator(bcasts);
+  });
+}
+
 class FlowStress : public ::testing::TestWithParam<unsigned> {};
 
 // Every root in turn broadcasts thousands of calls; the rank after it starts

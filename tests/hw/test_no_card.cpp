@@ -235,3 +235,18 @@ TEST_F(HwNoCard, AcclInfoRuns) {
 #endif
 }
 #endif
+
+TEST_F(HwNoCard, BadNetworkPlanIsRefusedBeforeXrtLoadsAnything) {
+  // A card chosen by index and a readable file: the next step would be XRT
+  // parsing the xclbin. A network plan that cannot work stops before it.
+  hw::XrtOptions o;
+  o.device = "0";
+  o.xclbin = empty_xclbin();
+  o.network.design = hw::NetworkDesign::udp;
+  o.network.rank = 5;
+  o.network.peers = hw::public_network_peers(2);
+  const std::string e = open_error(o);
+  fs::remove(o.xclbin);
+  if (!hw::built_with_xrt()) GTEST_SKIP() << e;
+  EXPECT_NE(e.find("network bring-up: rank 5 is not among the 2 ranks to connect"), std::string::npos) << e;
+}

@@ -124,3 +124,46 @@ TEST(HwXclbin, MissingMetadataFallsBack) {
   EXPECT_EQ(r.host_group, -1);
   EXPECT_EQ(r.warnings.size(), 2u);
 }
+
+TEST(HwXclbin, NetworkKernelsOfTheChosenDesign) {
+  hw::XrtOptions o;
+  hw::XclbinInfo info = accl_like();
+  EXPECT_TRUE(hw::resolve_xclbin(info, o).network.empty());  // none: no network kernel needed
+
+  // A design the xclbin does not have fails before anything is loaded, naming the kernel.
+  o.network.design = hw::NetworkDesign::tcp;
+  std::string e = error_of(info, o);
+  EXPECT_NE(e.find("kernel 'network_krnl:{poe_0}' not in xclbin /x/accl.xclbin"), std::string::npos) << e;
+  EXPECT_NE(e.find("set ACCL_HW_NETWORK to the design of this xclbin, or none"), std::string::npos) << e;
+
+  // Public ACCL's instance names (IP_LAYOUT spells them kernel:instance).
+  info.ips.push_back({"network_krnl:poe_0", {{"ip_addr", 0, 4, 0x10, {}}}});
+  info.ips.push_back({"tcp_session_handler:session_handler_0", {}});
+  info.ips.push_back({"cmac_0:cmac_0", {}});
+  auto r = hw::resolve_xclbin(info, o);
+  ASSERT_EQ(r.network.size(), 2u);
+  EXPECT_EQ(r.network[0].name, "network_krnl:poe_0");
+  EXPECT_EQ(r.network[1].name, "tcp_session_handler:session_handler_0");
+
+  o.network.design = hw::NetworkDesign::udp;  // has the CMAC, not the network layer
+  e = error_of(info, o);
+  EXPECT_NE(e.find("kernel 'networklayer:{networklayer_0}' not in xclbin"), std::string::npos) << e;
+  info.ips.push_back({"networklayer:networklayer_0", {}});
+  r = hw::resolve_xclbin(info, o);
+  ASSERT_EQ(r.network.size(), 2u);
+  EXPECT_EQ(r.network[0].name, "cmac_0:cmac_0");
+  EXPECT_EQ(r.network[1].name, "networklayer:networklayer_0");
+}
+
+TEST(HwXclbin, ScalarWidthFollowsTheXclbin) {
+  // The session handler's result arguments are pointers in its HLS source:
+  // the width comes from the xclbin when it declares one.
+  hw::XclbinIp ip{"tcp_session_handler:session_handler_0",
+                  {{"ip", 0, 4, 0x10, {}}, {"session_id", 2, 8, 0x20, {}}, {"return_code", 3, 0, 0x30, {}},
+                   {"odd", 4, 3, 0x38, {}}}};
+  EXPECT_EQ(hw::scalar_arg_bytes(ip, 0, 4), 4u);
+  EXPECT_EQ(hw::scalar_arg_bytes(ip, 2, 2), 8u);  // declared 8 bytes
+  EXPECT_EQ(hw::scalar_arg_bytes(ip, 3, 1), 1u);  // size unknown: the C type's
+  EXPECT_EQ(hw::scalar_arg_bytes(ip, 4, 4), 4u);  // not a scalar width
+  EXPECT_EQ(hw::scalar_arg_bytes(ip, 9, 2), 2u);  // no metadata
+}

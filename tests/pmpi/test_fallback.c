@@ -12,6 +12,7 @@
  *                             ACCL_OFFLOAD_CALLS=^bcast
  *   test_fallback forced      one offloadable call, then a user op: must abort
  *                             under ACCL_FALLBACK=error
+ *   test_fallback forced_scan the same with MPI_Scan (a composed call)
  */
 #include "common.h"
 
@@ -105,7 +106,7 @@ static void cases(void) {
   NATIVE("MPI_Bcast", CHECK_RC(MPI_Bcast(r7, 7, MPI_CHAR, 0, MPI_COMM_WORLD)));
   CHECK(memcmp(r7, s7, 7) == 0, "bcast of 7 chars");
 
-  /* reduce_scatter with unequal counts */
+  /* reduce_scatter with unequal counts: composed (allreduce, then this rank's part) */
   t_context = "reduce_scatter unequal";
   int* counts = malloc(sizeof(int) * (size_t)size);
   int total = 0;
@@ -114,10 +115,19 @@ static void cases(void) {
   int* sout = malloc(sizeof(int) * (size_t)(rank + 1));
   int* sref = malloc(sizeof(int) * (size_t)(rank + 1));
   for (int i = 0; i < total; ++i) sin[i] = rank + i;
-  NATIVE("MPI_Reduce_scatter", CHECK_RC(MPI_Reduce_scatter(sin, sout, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD)));
+  OFFLOADED("MPI_Reduce_scatter", CHECK_RC(MPI_Reduce_scatter(sin, sout, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD)));
   PMPI_Reduce_scatter(sin, sref, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   CHECK(memcmp(sout, sref, sizeof(int) * (size_t)(rank + 1)) == 0, "reduce_scatter result");
   free(counts), free(sin), free(sout), free(sref);
+
+  /* a composed call whose op the device lacks falls back like any reduction */
+  t_context = "exscan user op";
+  MPI_Op user_sum;
+  MPI_Op_create(my_sum, 1, &user_sum);
+  int ein = rank + 1, eout = -1;
+  NATIVE("MPI_Exscan", CHECK_RC(MPI_Exscan(&ein, &eout, 1, MPI_INT, user_sum, MPI_COMM_WORLD)));
+  if (rank > 0) CHECK(eout == rank * (rank + 1) / 2, "exscan with a user op: %d", eout);
+  MPI_Op_free(&user_sum);
 
   /* and an ordinary call still offloads after all that */
   t_context = "offload after fallbacks";
@@ -150,11 +160,22 @@ static void forced(void) {
   printf("rank %d: still alive after a forced fallback\n", rank);
 }
 
+static void forced_scan(void) {
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int v = 1, s = 0;
+  MPI_Scan(&v, &s, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); /* offloads */
+  int in2[2] = {rank, rank}, out2[2];
+  MPI_Scan(in2, out2, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD); /* must abort */
+  printf("rank %d: still alive after a forced fallback\n", rank);
+}
+
 int main(int argc, char** argv) {
   init_world(&argc, &argv, &t_rank, &size);
   const char* mode = argc > 1 ? argv[1] : "cases";
   if (strcmp(mode, "cases") == 0) cases();
   else if (strcmp(mode, "thresholds") == 0) thresholds();
   else if (strcmp(mode, "forced") == 0) forced();
+  else if (strcmp(mode, "forced_scan") == 0) forced_scan();
   return finish("test_fallback");
 }

@@ -377,7 +377,7 @@ def test_consecutive_sim_worlds_are_separate():
         inst.deinit()
 
 
-def test_explicit_ranks_and_sim_sock():
+def test_explicit_ranks():
     ports = _free_ports(2)
     explicit = [accl(2, i, ranks=[("127.0.0.1", p) for p in ports], sim_mode=True) for i in range(2)]
     assert [r["port"] for r in explicit[1].ranks] == ports
@@ -385,12 +385,27 @@ def test_explicit_ranks_and_sim_sock():
         np.testing.assert_array_equal(got, 3)
     for inst in explicit:
         inst.deinit()
+
+
+def test_sim_sock_needs_a_running_session(monkeypatch):
+    """sim_sock names this rank's instance of a public simulation session (tests/sim runs one);
+    with nothing there the constructor fails at once, naming the address, instead of waiting."""
     base = _free_consecutive_ports(2)
-    legacy = [accl(2, i, sim_mode=True, sim_sock=f"tcp://localhost:{base + i}") for i in range(2)]
-    assert [r["port"] for r in legacy[0].ranks] == [base, base + 1]
-    for got in _allreduce_world(legacy):
-        np.testing.assert_array_equal(got, 3)
-    for inst in legacy:
+    with pytest.raises(pyaccl.ACCLError, match=f"no simulator session at tcp://127.0.0.1:{base + 1}"):
+        accl(2, 1, sim_mode=True, sim_sock=f"tcp://localhost:{base + 1}")
+    with pytest.raises(pyaccl.ACCLArgumentError, match="sim_sock"):
+        accl(2, 1, sim_mode=True, sim_sock="tcp://localhost:1")  # rank 0 would be port 0
+    with pytest.raises(pyaccl.ACCLArgumentError, match="sim_sock"):
+        accl(2, 0, sim_mode=True, sim_sock="localhost")
+    # ACCL_DEVICE=sim: sim_mode without sim_sock opens the session of ACCL_SIM_ADDRESS (rank 0's port).
+    monkeypatch.setenv("ACCL_DEVICE", "sim")
+    monkeypatch.setenv("ACCL_SIM_ADDRESS", f"tcp://127.0.0.1:{base}")
+    with pytest.raises(pyaccl.ACCLError, match=f"no simulator session at tcp://127.0.0.1:{base + 1}"):
+        accl(2, 1, sim_mode=True)
+    monkeypatch.delenv("ACCL_DEVICE")
+    default = [accl(2, i, sim_mode=True) for i in range(2)]  # the bundled emulator again
+    assert "emulator" in repr(default[0])
+    for inst in default:
         inst.deinit()
 
 

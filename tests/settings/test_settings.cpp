@@ -67,6 +67,9 @@ const std::map<std::string, std::string> kExpected = {
     {"ACCL_CCLO_CLOCK_MHZ", "RRRRR"},
     {"ACCL_SIM_ADDRESS", "RRRRR"},  // tcp://host:port only
     {"ACCL_SIM_REPLY_TIMEOUT_MS", "RRRRR"},
+    {"ACCL_HW_NETWORK", "RRRRR"},  // none, udp, tcp
+    {"ACCL_HW_RSFEC", "RRARR"},    // 0 = off
+    {"ACCL_HW_NETWORK_TIMEOUT_MS", "RRRRR"},
     {"ACCL_OFFLOAD", "RRARR"},  // 0 = off
     {"ACCL_OFFLOAD_CALLS", "RRRRR"},
     {"ACCL_FALLBACK", "RRRRR"},

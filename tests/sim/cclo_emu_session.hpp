@@ -16,12 +16,25 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace accl::test {
+
+// Why public cclo_emu cannot run here ("" when it can): the peer folder of
+// public ACCL it is built from is absent, or it was not built yet.
+inline std::string cclo_emu_missing(const std::string& cclo_emu, const std::string& peer_dir) {
+  std::error_code ec;
+  if (!cclo_emu.empty() && std::filesystem::is_regular_file(cclo_emu, ec)) return "";
+  if (peer_dir.empty() || !std::filesystem::is_regular_file(peer_dir + "/build.sh", ec))
+    return "no public ACCL at '" + peer_dir +
+           "' (../shared/peers/accl-public beside the repository), so public cclo_emu cannot be built";
+  return "public cclo_emu not built at '" + cclo_emu +
+         "' (build it: ninja -C <builddir> accl-public-emu; scripts/run-tests.sh does)";
+}
 
 class CcloEmuSession {
  public:

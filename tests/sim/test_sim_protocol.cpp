@@ -6,9 +6,14 @@
 // device picks (from 0 in 4 KiB steps, freed ranges reused), byte arrays with
 // cclo_emu's signed bytes and beyond one 64 KiB request, host-only buffers
 // pushed before and pulled after a call, and a session that stops answering.
+// It also opens the device through the factory (ACCL_DEVICE=sim), as the PMPI
+// layer and pyaccl do, and checks where peers are told to find it.
 // The stand-in's "firmware" finishes every call on the second wait request;
 // a copy call (scenario 1) copies count x 4 bytes from operand 0 to the result.
+#include "scoped_env.hpp"
+
 #include <accl/accl.hpp>
+#include <accl_devices/devices.hpp>
 #include <accl_hw/sim.hpp>
 
 #include <gtest/gtest.h>
@@ -195,6 +200,39 @@ TEST(SimProtocol, ASessionThatStopsAnsweringFailsEveryRequestByName) {
     FAIL() << "no error";
   } catch (const hw::SimError& e) {
     EXPECT_NE(std::string(e.what()).find("stopped answering earlier"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SimProtocol, TheFactoryOpensASessionInstanceAsPublicAcclAddressesIt) {
+  FakeSession fake;
+  accl::test::ScopedEnv kind("ACCL_DEVICE", "sim");
+  accl::test::ScopedEnv address("ACCL_SIM_ADDRESS", fake.address().c_str());
+  ASSERT_EQ(accl::devices::selected(), accl::devices::Kind::sim);
+  EXPECT_STREQ(accl::devices::to_string(accl::devices::Kind::sim), "sim");
+  accl::devices::Request request;
+  request.kind = accl::devices::selected();
+  request.rank = 0;
+  request.size = 2;
+  accl::devices::Opened opened = accl::devices::open(request);
+  ASSERT_NE(opened.device, nullptr);
+  EXPECT_EQ(opened.device->name(), "sim");
+  // Rank r: 127.0.0.1, port P+r, session id r (public ACCL's generate_ranks
+  // in sim mode).
+  const hw::SimAddress rank0 = hw::parse_sim_address(fake.address());
+  EXPECT_EQ(opened.ip, "127.0.0.1");
+  EXPECT_EQ(opened.port, static_cast<int>(rank0.port));
+  EXPECT_EQ(opened.session_id, 0);
+
+  // Rank 1's instance is not there: a named error, and the request's
+  // address wins over ACCL_SIM_ADDRESS.
+  request.rank = 1;
+  request.sim_address = fake.address();
+  try {
+    accl::devices::open(request);
+    FAIL() << "no error";
+  } catch (const hw::SimError& e) {
+    const std::string rank1 = "tcp://127.0.0.1:" + std::to_string(rank0.port + 1);
+    EXPECT_EQ(std::string(e.what()).find("no simulator session at " + rank1 + ": "), 0u) << e.what();
   }
 }
 

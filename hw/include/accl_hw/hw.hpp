@@ -8,6 +8,7 @@
 
 #include <accl/device.hpp>
 #include <accl/error.hpp>
+#include <accl_hw/network.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -47,6 +48,10 @@ struct XrtOptions {
   int local_size = 1;
   // hwloc XML topology to use instead of this machine's (tests, what-if runs).
   std::string topology_xml;
+  // The card's network bring-up before the device is returned (network.hpp);
+  // design none = configured already. network_plan_from_environment() fills
+  // it from ACCL_HW_NETWORK for a rank of a job of known size.
+  NetworkPlan network;
 };
 
 // ACCL_XCLBIN, ACCL_DEVICE_INDEX, ACCL_CCLO_KERNEL, ACCL_HOSTCTRL_KERNEL,
@@ -60,10 +65,12 @@ XrtOptions options_from_environment();
 // is opened: throws HwError "ACCL_X=value: ..." for the first bad one.
 void validate_settings();
 
-// Opens the card, loads the xclbin, finds both kernels and returns the
-// device. Fails fast with HwError naming the first missing piece: card,
-// xclbin, kernel, runtime. Without XRT at build time it always throws.
-std::unique_ptr<Device> create_xrt_device(const XrtOptions& options);
+// Opens the card, loads the xclbin, finds both kernels, brings up the network
+// when options.network asks for it (its outcome, the session id of each
+// rank, lands in *network when given) and returns the device. Fails fast with
+// HwError naming the first missing piece: card, xclbin, kernel, runtime,
+// network step. Without XRT at build time it always throws.
+std::unique_ptr<Device> create_xrt_device(const XrtOptions& options, NetworkResult* network = nullptr);
 
 // Build facts for accl-info.
 bool built_with_xrt();

@@ -58,11 +58,20 @@ struct ResolvedXclbin {
   XclbinIp hostctrl;
   std::vector<uint32_t> bank_groups;  // memory group per device bank (bank 0 first)
   int32_t host_group = -1;            // memory group for host-only buffers; -1: none
+  // The network kernels options.network.design needs (network.hpp), in the
+  // order udp: CMAC, network layer; tcp: POE, session handler. Empty for none.
+  std::vector<XclbinIp> network;
   std::vector<std::string> warnings;  // logged by the caller
 };
 
-// Finds both kernels, checks the hostctrl arguments (12 scalars: nine of 4
-// bytes, three of 8) and derives memory groups (options.memory_groups wins).
+// Finds both kernels (and the network kernels options.network asks for),
+// checks the hostctrl arguments (12 scalars: nine of 4 bytes, three of 8)
+// and derives memory groups (options.memory_groups wins).
 ResolvedXclbin resolve_xclbin(const XclbinInfo& info, const XrtOptions& options);
+
+// Bytes to pass for scalar argument `index` of `ip`: the size the xclbin
+// declares when it is 1, 2, 4 or 8, else `natural` (the C type's width; also
+// without argument metadata).
+uint32_t scalar_arg_bytes(const XclbinIp& ip, uint32_t index, uint32_t natural);
 
 }  // namespace accl::hw

@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+// OSU-style MPI_Allgatherv latency; size = bytes each rank contributes (equal
+// counts, blocks at i x count, as OSU's osu_allgatherv).
+#include "osu_common.hpp"
+
+#include <vector>
+
+using namespace bosu;
+
+int main(int argc, char** argv) {
+  Options o;
+  if (int st = start_collective(argc, argv, o, "Allgatherv Latency", nullptr); st >= 0) return st;
+  const int me = ctx().rank, nranks = ctx().size;
+  const size_t esz = type_size(o.type);
+  Bytes send(o.max_size), recv(o.max_size * static_cast<size_t>(nranks));
+  std::vector<int> counts(static_cast<size_t>(nranks)), displs(static_cast<size_t>(nranks));
+  Collective c;
+  c.prepare = [&] {
+    for (int s = 0; s < nranks; ++s) {
+      counts[static_cast<size_t>(s)] = static_cast<int>(c.count);
+      displs[static_cast<size_t>(s)] = static_cast<int>(c.count) * s;
+    }
+  };
+  c.call = [&] {
+    MPI_Allgatherv(send.data(), static_cast<int>(c.count), mpi_type(o.type), recv.data(), counts.data(),
+                   displs.data(), mpi_type(o.type), MPI_COMM_WORLD);
+  };
+  c.fill = [&](int it) {
+    fill(o.type, send.data(), c.count, me, 0, it);
+    clear(recv.data(), c.count * esz * static_cast<size_t>(nranks));
+  };
+  c.check = [&](int it) {
+    for (int s = 0; s < nranks; ++s)
+      check(o.type, recv.data() + static_cast<size_t>(s) * c.count * esz, c.count, s, 0, it, 1, "allgatherv");
+  };
+  run_sized(c, o, 1);
+  return finish(o);
+}
