@@ -99,6 +99,9 @@ std::string decode_capabilities(uint32_t caps) {
       {abi::kCapReduceMin, "reduce-min"}, {abi::kCapReduceProd, "reduce-prod"}, {abi::kCapRendezvous, "rendezvous"},
       {abi::kCapAlltoall, "alltoall"},    {abi::kCapBarrier, "barrier"},        {abi::kCapTagAnyRecv, "tag-any-recv"},
       {abi::kCapChaining, "chaining"},
+      {abi::kCapInt8, "int8"},           {abi::kCapInt16, "int16"},            {abi::kCapUnsigned, "unsigned"},
+      {abi::kCapReduceBitwise, "reduce-bitwise"}, {abi::kCapReduceLogical, "reduce-logical"},
+      {abi::kCapReduceLoc, "reduce-minloc-maxloc"},
   };
   std::vector<std::string> parts;
   for (const auto& [bit, name] : bits)

@@ -315,14 +315,17 @@ uint32_t ACCL::link_status(unsigned int rank, communicatorId comm) {
 }
 
 bool ACCL::supports(reduceFunction f) {
-  const uint32_t caps = get_capabilities();
-  switch (f) {
-    case reduceFunction::SUM:
-    case reduceFunction::MAX: return true;
-    case reduceFunction::MIN: return (caps & abi::kCapReduceMin) != 0;
-    case reduceFunction::PROD: return (caps & abi::kCapReduceProd) != 0;
-  }
-  return false;
+  const uint32_t needs = abi::reduce_function_capabilities(static_cast<uint32_t>(f));
+  return (get_capabilities() & needs) == needs;
+}
+
+bool ACCL::supports(reduceFunction f, dataType t) {
+  if (!supports(f)) return false;
+  std::lock_guard lock(impl_->mutex);
+  auto it = impl_->arith_slots.find({t, t});
+  const auto index = static_cast<uint32_t>(f);
+  return it != impl_->arith_slots.end() && index < it->second.num_functions &&
+         (it->second.undefined_functions >> index & 1u) == 0;
 }
 
 bool ACCL::is_simulated() const { return impl_->device.simulated(); }

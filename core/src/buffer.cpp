@@ -84,7 +84,7 @@ BaseBuffer::BaseBuffer(ACCL& owner, size_t length, abi::DataType type, BufferPla
   if (elem_bytes == 0)
     throw ArgumentError("create_buffer", owner.local_rank(),
                         "call 'create_buffer' on rank " + std::to_string(owner.local_rank()) +
-                            ": buffers need a data type (int8, float16, float32, float64, int32 or int64)");
+                            ": buffers need a data type (accl::dataType: an integer, float or pair type)");
   elem_bytes_ = elem_bytes;
   bytes_ = length * elem_bytes;
 

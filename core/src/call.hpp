@@ -50,6 +50,14 @@ inline const char* function_name(reduceFunction f) {
     case reduceFunction::MAX: return "MAX";
     case reduceFunction::MIN: return "MIN";
     case reduceFunction::PROD: return "PROD";
+    case reduceFunction::BAND: return "BAND";
+    case reduceFunction::BOR: return "BOR";
+    case reduceFunction::BXOR: return "BXOR";
+    case reduceFunction::LAND: return "LAND";
+    case reduceFunction::LOR: return "LOR";
+    case reduceFunction::LXOR: return "LXOR";
+    case reduceFunction::MINLOC: return "MINLOC";
+    case reduceFunction::MAXLOC: return "MAXLOC";
   }
   return "unknown";
 }
@@ -85,12 +93,10 @@ class Checker {
 
   void function(reduceFunction f) const {
     const auto index = static_cast<uint32_t>(f);
-    if (index > static_cast<uint32_t>(reduceFunction::PROD))
+    if (index > static_cast<uint32_t>(reduceFunction::MAXLOC))
       impl_.fail(call_, "reduce function " + std::to_string(index) + " does not exist");
-    const bool supported = f == reduceFunction::SUM || f == reduceFunction::MAX ||
-                           (f == reduceFunction::MIN && (impl_.capabilities & abi::kCapReduceMin)) ||
-                           (f == reduceFunction::PROD && (impl_.capabilities & abi::kCapReduceProd));
-    if (!supported)
+    const uint32_t needs = abi::reduce_function_capabilities(index);
+    if ((impl_.capabilities & needs) != needs)
       impl_.fail(call_, std::string("reduce function ") + function_name(f) + " is not supported by this CCLO" +
                             (public_fw::applies(impl_.capabilities)
                                  ? " (the public firmware, no capability word: SUM and MAX only)"

@@ -16,6 +16,18 @@ const char* data_type_name(DataType type) {
     case DataType::float64: return "float64";
     case DataType::int32: return "int32";
     case DataType::int64: return "int64";
+    case DataType::int16: return "int16";
+    case DataType::uint8: return "uint8";
+    case DataType::uint16: return "uint16";
+    case DataType::uint32: return "uint32";
+    case DataType::uint64: return "uint64";
+    case DataType::int32_int: return "int32_int";
+    case DataType::float32_int: return "float32_int";
+    case DataType::float64_int: return "float64_int";
+    case DataType::int64_int: return "int64_int";
+    case DataType::int16_int: return "int16_int";
+    case DataType::float32_float32: return "float32_float32";
+    case DataType::float64_float64: return "float64_float64";
   }
   return "unknown";
 }
@@ -134,6 +146,12 @@ Encoded encode_call(const CallSpec& spec, const ArithSlots& arith) {
       out.error = "reduce function " + std::to_string(spec.function) + " is not in the arithmetic configuration " +
                   pair_name(choice.uncompressed, choice.compressed) + " (it lists " +
                   std::to_string(it->second.num_functions) + " functions)";
+      return out;
+    }
+    const bool undefined = spec.function < 32 && (it->second.undefined_functions >> spec.function & 1u) != 0;
+    if (is_reducing(spec.scenario) && undefined) {
+      out.error = "reduce function " + std::to_string(spec.function) + " is not defined for the data types " +
+                  pair_name(choice.uncompressed, choice.compressed);
       return out;
     }
     arith_address = it->second.address;

@@ -104,7 +104,11 @@ void ACCL::Impl::initialize(const std::vector<rank_t>& ranks, int local_rank, co
   const uint64_t rx_table_end =
       abi::kRxBufferTableOffset + uint64_t{abi::kRxBufferRecordBytes} * options.rx_buffer_count;
   uint64_t needed = rx_table_end + comm_record_bytes(ranks.size());
-  for (const auto& [key, cfg] : arith) needed += arith_record_bytes(cfg);
+  // Extension types are optional (loaded while they fit, see
+  // load_arithmetic_configs); public ACCL's must fit.
+  for (const auto& [key, cfg] : arith)
+    if (abi::data_type_capabilities(key.first) == 0 && abi::data_type_capabilities(key.second) == 0)
+      needed += arith_record_bytes(cfg);
   if (needed > abi::kConfigAreaEnd)
     fail(kCall, std::to_string(options.rx_buffer_count) + " RX buffers, a communicator of " +
                     std::to_string(ranks.size()) + " ranks and the arithmetic configurations need " +
@@ -164,21 +168,7 @@ void ACCL::Impl::initialize(const std::vector<rank_t>& ranks, int local_rank, co
     global_ranks = ranks;
     create_communicator(kCall, ranks, local_rank, std::nullopt);
 
-    arith_slots.clear();
-    for (const auto& [key, cfg] : arith) {
-      const uint32_t address = *exchange.allocate(arith_record_bytes(cfg));  // size checked above
-      auto word = [&](uint32_t index, uint32_t value) { device.write(address + index * kWordBytes, value); };
-      word(abi::kArithUncompressedBytes, cfg.uncompressed_elem_bytes);
-      word(abi::kArithCompressedBytes, cfg.compressed_elem_bytes);
-      word(abi::kArithRatioLog, cfg.elem_ratio_log);
-      word(abi::kArithCompressorId, cfg.compressor_tdest);
-      word(abi::kArithDecompressorId, cfg.decompressor_tdest);
-      word(abi::kArithNumFunctions, static_cast<uint32_t>(cfg.arith_tdest.size()));
-      word(abi::kArithIsCompressed, cfg.arith_is_compressed ? 1 : 0);
-      for (size_t f = 0; f < cfg.arith_tdest.size(); ++f)
-        word(abi::kArithFunctionIds + static_cast<uint32_t>(f), cfg.arith_tdest[f]);
-      arith_slots[key] = {address, static_cast<uint32_t>(cfg.arith_tdest.size())};
-    }
+    load_arithmetic_configs();
 
     device.write(abi::kGatherFlatTreeMaxFanin, kDefaultGatherFlatTreeMaxFanin);
     device.write(abi::kGatherFlatTreeMaxCount, kDefaultGatherFlatTreeMaxCount);
@@ -205,6 +195,49 @@ void ACCL::Impl::initialize(const std::vector<rank_t>& ranks, int local_rank, co
                 "bytes, timeout {} us, capabilities {:#x}",
                 device.name(), ranks.size(), options.rx_buffer_count, rx_buffer_size, max_eager_size,
                 max_rendezvous_size, timeout.count(), capabilities);
+}
+
+// Writes the arithmetic configurations: public ACCL's types first (their
+// room was checked), then the extension types the device reports, each while
+// exchange memory has room (a type left out makes supports(f, type) false and
+// its calls fail in the driver). Function entries past PROD are written only
+// to a device that reports a function there, so public hardware gets public
+// ACCL's records.
+void ACCL::Impl::load_arithmetic_configs() {
+  const uint32_t extended_functions = abi::kCapReduceBitwise | abi::kCapReduceLogical | abi::kCapReduceLoc;
+  const size_t max_functions = (capabilities & extended_functions) ? abi::kMaxReduceFunctions : abi::kProd + 1;
+  arith_slots.clear();
+  for (const bool extension : {false, true}) {
+    for (const auto& [key, cfg] : arith) {
+      const uint32_t needs = abi::data_type_capabilities(key.first) | abi::data_type_capabilities(key.second);
+      if ((needs != 0) != extension) continue;
+      if ((capabilities & needs) != needs) continue;  // the device does not have the type
+      std::vector<uint32_t> functions = cfg.arith_tdest;
+      if (functions.size() > max_functions) functions.resize(max_functions);
+      const uint32_t bytes = (abi::kArithFunctionIds + static_cast<uint32_t>(functions.size())) * kWordBytes;
+      const std::optional<uint32_t> slot = exchange.allocate(bytes);
+      if (!slot) {  // only an extension can miss: the others were counted before
+        ACCL_LOG_WARN("arithmetic configuration ({}, {}) left out: exchange memory is full",
+                      encoding::data_type_name(key.first), encoding::data_type_name(key.second));
+        continue;
+      }
+      const uint32_t address = *slot;
+      auto word = [&](uint32_t index, uint32_t value) { device.write(address + index * kWordBytes, value); };
+      word(abi::kArithUncompressedBytes, cfg.uncompressed_elem_bytes);
+      word(abi::kArithCompressedBytes, cfg.compressed_elem_bytes);
+      word(abi::kArithRatioLog, cfg.elem_ratio_log);
+      word(abi::kArithCompressorId, cfg.compressor_tdest);
+      word(abi::kArithDecompressorId, cfg.decompressor_tdest);
+      word(abi::kArithNumFunctions, static_cast<uint32_t>(functions.size()));
+      word(abi::kArithIsCompressed, cfg.arith_is_compressed ? 1 : 0);
+      uint32_t undefined = 0;
+      for (size_t f = 0; f < functions.size(); ++f) {
+        word(abi::kArithFunctionIds + static_cast<uint32_t>(f), functions[f]);
+        if (functions[f] == abi::kFnNone) undefined |= 1u << f;
+      }
+      arith_slots[key] = {address, static_cast<uint32_t>(functions.size()), undefined};
+    }
+  }
 }
 
 void ACCL::Impl::release_configuration_memory() {

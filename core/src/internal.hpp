@@ -209,6 +209,7 @@ struct ACCL::Impl {
   std::vector<rank_t> read_comm_group(communicatorId comm);
   // A synchronous config call (soft reset, timeout, thresholds), checked.
   void config_call(const std::string& name, abi::ConfigFunction function, uint32_t value);
+  void load_arithmetic_configs();  // mutex held, during initialize()
   void release_configuration_memory();
 
   // --- accl.cpp ---

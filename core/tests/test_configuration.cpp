@@ -350,5 +350,68 @@ TEST(DeviceFacts, CapabilityWordWithoutValidBitMeansPublicHardware) {
   EXPECT_FALSE(rig.accl->supports(reduceFunction::MIN));
 }
 
+// The extension types (issue 40): loaded after public ACCL's six only on a
+// device that reports them, with their full function tables.
+TEST(ArithExtensions, PublicHardwareGetsPublicRecordsOnly) {
+  Rig rig(2, 1, 0);
+  EXPECT_FALSE(rig.accl->supports(reduceFunction::BAND));
+  EXPECT_FALSE(rig.accl->supports(reduceFunction::MINLOC));
+  EXPECT_FALSE(rig.accl->supports(reduceFunction::SUM, dataType::int8));
+  EXPECT_FALSE(rig.accl->supports(reduceFunction::MAX, dataType::uint32));
+  EXPECT_TRUE(rig.accl->supports(reduceFunction::SUM, dataType::int32));
+  EXPECT_THROW(rig.accl->get_arithmetic_config_addr({dataType::int16, dataType::int16}), ArgumentError);
+  // int32 keeps public ACCL's four functions.
+  const uint32_t int32 = rig.accl->get_arithmetic_config_addr({dataType::int32, dataType::int32});
+  EXPECT_EQ(rig.state->word(int32 + 4 * abi::kArithNumFunctions), 4u);
+}
+
+TEST(ArithExtensions, ReportedTypesAreLoadedWithTheirFunctions) {
+  const uint32_t all = abi::kCapValid | abi::kCapReduceMin | abi::kCapReduceProd | abi::kCapInt8 | abi::kCapInt16 |
+                       abi::kCapUnsigned | abi::kCapReduceBitwise | abi::kCapReduceLogical | abi::kCapReduceLoc;
+  Rig rig(2, 1, all);
+  EXPECT_TRUE(rig.accl->supports(reduceFunction::LXOR, dataType::int8));
+  EXPECT_TRUE(rig.accl->supports(reduceFunction::MAX, dataType::uint64));
+  EXPECT_TRUE(rig.accl->supports(reduceFunction::MAXLOC, dataType::float64_int));
+  EXPECT_FALSE(rig.accl->supports(reduceFunction::SUM, dataType::float64_int)) << "kFnNone entry";
+  EXPECT_FALSE(rig.accl->supports(reduceFunction::BAND, dataType::float32)) << "floats keep four functions";
+  const uint32_t int16 = rig.accl->get_arithmetic_config_addr({dataType::int16, dataType::int16});
+  EXPECT_EQ(rig.state->word(int16 + 4 * abi::kArithUncompressedBytes), 2u);
+  EXPECT_EQ(rig.state->word(int16 + 4 * abi::kArithNumFunctions), 10u);
+  EXPECT_EQ(rig.state->word(int16 + 4 * (abi::kArithFunctionIds + uint32_t{abi::kBxor})),
+            abi::extended_function(abi::ArithOp::bxor, abi::ArithElem::i16));
+  const uint32_t pair = rig.accl->get_arithmetic_config_addr({dataType::float64_int, dataType::float64_int});
+  EXPECT_EQ(rig.state->word(pair + 4 * abi::kArithUncompressedBytes), 12u);
+  EXPECT_EQ(rig.state->word(pair + 4 * abi::kArithNumFunctions), 12u);
+  EXPECT_EQ(rig.state->word(pair + 4 * abi::kArithFunctionIds), abi::kFnNone);
+  EXPECT_EQ(rig.state->word(pair + 4 * (abi::kArithFunctionIds + uint32_t{abi::kMinLoc})),
+            abi::extended_function(abi::ArithOp::minloc, abi::ArithElem::f64_i32));
+  // Public ACCL's records come first (int8 sorts before float16 but is an extension).
+  EXPECT_LT(rig.accl->get_arithmetic_config_addr({dataType::float16, dataType::float16}),
+            rig.accl->get_arithmetic_config_addr({dataType::int8, dataType::int8}));
+  EXPECT_LT(rig.accl->get_arithmetic_config_addr({dataType::int64, dataType::int64}), int16);
+}
+
+TEST(ArithExtensions, ATypeThatDoesNotFitIsLeftOut) {
+  // 260 RX records leave room for public ACCL's configurations but not all
+  // the extension types: initialize works, and what was left out is reported
+  // as unsupported instead of failing.
+  const uint32_t all = abi::kCapValid | abi::kCapInt8 | abi::kCapInt16 | abi::kCapUnsigned |
+                       abi::kCapReduceBitwise | abi::kCapReduceLogical | abi::kCapReduceLoc;
+  Rig rig(2, 1, all, false);
+  InitOptions options;
+  options.rx_buffer_count = 260;
+  rig.accl->initialize(make_ranks(2), 1, options);
+  unsigned left_out = 0;
+  for (dataType t : {dataType::int8, dataType::int16, dataType::uint8, dataType::uint16, dataType::uint32,
+                     dataType::uint64, dataType::int32_int, dataType::float64_float64}) {
+    const reduceFunction f = abi::data_type_capabilities(t) == abi::kCapReduceLoc ? reduceFunction::MINLOC
+                                                                                    : reduceFunction::SUM;
+    if (!rig.accl->supports(f, t)) ++left_out;
+  }
+  EXPECT_GT(left_out, 0u);
+  EXPECT_LT(left_out, 8u) << "the first extension types fit";
+  EXPECT_TRUE(rig.accl->supports(reduceFunction::SUM, dataType::int32));
+}
+
 }  // namespace
 }  // namespace accl::testing

@@ -62,7 +62,9 @@ class EmuDataPlane final : public fw::DataPlane {
                                     abi::kHwIdKernelStreams;
   static constexpr uint32_t kCapabilities = abi::kCapReduceMin | abi::kCapReduceProd | abi::kCapRendezvous |
                                             abi::kCapAlltoall | abi::kCapBarrier | abi::kCapTagAnyRecv |
-                                            abi::kCapChaining | abi::kCapLinkStatus | abi::kCapValid;
+                                            abi::kCapChaining | abi::kCapLinkStatus | abi::kCapInt8 |
+                                            abi::kCapInt16 | abi::kCapUnsigned | abi::kCapReduceBitwise |
+                                            abi::kCapReduceLogical | abi::kCapReduceLoc | abi::kCapValid;
 
  private:
   void update_thread_rank();

@@ -24,7 +24,16 @@ void convert(Mover::Conv c, const void* in, void* out, size_t n) {
 bool overlaps(const std::byte* a, uint64_t alen, const std::byte* b, uint64_t blen) {
   return alen > 0 && blen > 0 && a < b + blen && b < a + alen;
 }
-bool aligned(const void* p, uint32_t bytes) { return bytes == 0 || reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+// The largest element the arithmetic unit knows (a pair of doubles).
+constexpr uint32_t kMaxElementBytes = 16;
+
+// Whether `p` is aligned for elements of `bytes`: to the largest power of two
+// that divides the size, at most 8 (a 12-byte pair is two 4-byte fields; the
+// temporaries below are 8-aligned, so no element may ask for more).
+bool aligned(const void* p, uint32_t bytes) {
+  const uint32_t alignment = std::min<uint32_t>(bytes & (~bytes + 1), 8);
+  return alignment == 0 || reinterpret_cast<uintptr_t>(p) % alignment == 0;
+}
 
 // Produces a network payload piece by piece, straight into transport memory.
 class MovePayload final : public PayloadWriter {
@@ -68,7 +77,7 @@ uint32_t Mover::plan(const fw::Move& m, Plan& p) {
   if (!ExchangeMemory::valid_range(m.arcfg, abi::kArithFunctionIds)) return abi::kArithError;
   auto word = [&](uint32_t i) { return xmem_.load(m.arcfg + 4 * i); };
   const uint32_t u = word(abi::kArithUncompressedBytes), c = word(abi::kArithCompressedBytes);
-  if (u == 0 || c == 0 || u > 8 || c > 8) return abi::kArithError;
+  if (u == 0 || c == 0 || u > kMaxElementBytes || c > kMaxElementBytes) return abi::kArithError;
 
   auto bytes_of = [&](bool compressed) { return compressed ? c : u; };
   // Conversion between the uncompressed and compressed types: only fp32 <->
@@ -176,7 +185,7 @@ void Mover::produce_bytes(const Plan& p, std::byte* dst, uint64_t offset, uint64
   // partial ones at either end through a one-element buffer.
   uint64_t end = offset + bytes;
   uint64_t e = offset / es;
-  std::byte one[8];
+  std::byte one[kMaxElementBytes];
   while (offset < end) {
     uint64_t elem_start = e * es;
     if (offset == elem_start && end - offset >= es) {

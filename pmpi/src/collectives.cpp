@@ -275,6 +275,26 @@ ReduceArgs check_reduction(Call call, int count, MPI_Datatype type, MPI_Op op, M
   return a;
 }
 
+// The buffers of a reduction as the device sees them: the user's own, or,
+// for a type the device takes packed (ReductionType::packed), packed into
+// staging and unpacked at completion. In-place inputs are staged either way
+// so that the device reads and writes distinct buffers.
+const void* reduce_operand(Held& h, const ReduceArgs& a, const void* buf, int count, MPI_Datatype type,
+                           uint64_t bytes) {
+  return a.rt.packed ? pack_to_stage(h, buf, count, type, bytes) : buf;
+}
+const void* reduce_input(Held& h, const ReduceArgs& a, const void* buf, int count, MPI_Datatype type,
+                         uint64_t bytes) {
+  return a.rt.packed ? pack_to_stage(h, buf, count, type, bytes) : stage_copy(h, buf, bytes);
+}
+void* reduce_result(Held& h, PostCopy& post, const ReduceArgs& a, void* buf, int count, MPI_Datatype type,
+                    uint64_t bytes) {
+  if (!a.rt.packed) return buf;
+  void* s = h.stage(bytes);
+  post = unpack_step(buf, s, bytes, count, type);
+  return s;
+}
+
 // --- data movement in blocks ---------------------------------------------------
 
 // One rank's block of a data-movement call.
@@ -330,10 +350,11 @@ int coll_allreduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datat
   if (!offload(scope, a.why, a.bytes, comm))
     return req ? PMPI_Iallreduce(sbuf, rbuf, count, type, op, comm, req)
                : PMPI_Allreduce(sbuf, rbuf, count, type, op, comm);
-  return run(call, comm, a.cs, req, [&](Held& h, PostCopy&) {
-    const void* src = sbuf == MPI_IN_PLACE ? stage_copy(h, rbuf, a.bytes) : sbuf;
+  return run(call, comm, a.cs, req, [&](Held& h, PostCopy& post) {
+    const void* src = sbuf == MPI_IN_PLACE ? reduce_input(h, a, rbuf, count, type, a.bytes)
+                                           : reduce_operand(h, a, sbuf, count, type, a.bytes);
     BaseBuffer& sb = h.wrap(src, a.n, a.rt.dtype);
-    BaseBuffer& rb = h.wrap(rbuf, a.n, a.rt.dtype);
+    BaseBuffer& rb = h.wrap(reduce_result(h, post, a, rbuf, count, type, a.bytes), a.n, a.rt.dtype);
     return state().accl->allreduce(sb, rb, static_cast<unsigned>(a.n), a.rt.func, a.cs->id, false, false,
                                    dataType::none, true);
   });
@@ -352,12 +373,14 @@ int coll_reduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datatype
   if (!offload(scope, a.why, a.bytes, comm))
     return req ? PMPI_Ireduce(sbuf, rbuf, count, type, op, root, comm, req)
                : PMPI_Reduce(sbuf, rbuf, count, type, op, root, comm);
-  return run(call, comm, a.cs, req, [&](Held& h, PostCopy&) {
-    const void* src = (rank == root && sbuf == MPI_IN_PLACE) ? stage_copy(h, rbuf, a.bytes) : sbuf;
+  return run(call, comm, a.cs, req, [&](Held& h, PostCopy& post) {
+    const void* src = (rank == root && sbuf == MPI_IN_PLACE) ? reduce_input(h, a, rbuf, count, type, a.bytes)
+                                                             : reduce_operand(h, a, sbuf, count, type, a.bytes);
     BaseBuffer& sb = h.wrap(src, a.n, a.rt.dtype);
     // Off the root the receive buffer is not significant; the driver needs 0
     // elements there.
-    BaseBuffer& rb = rank == root ? h.wrap(rbuf, a.n, a.rt.dtype) : sb;
+    BaseBuffer& rb =
+        rank == root ? h.wrap(reduce_result(h, post, a, rbuf, count, type, a.bytes), a.n, a.rt.dtype) : sb;
     return state().accl->reduce(sb, rb, static_cast<unsigned>(a.n), static_cast<unsigned>(root), a.rt.func,
                                 a.cs->id, false, false, dataType::none, true);
   });
@@ -387,11 +410,14 @@ int coll_reduce_scatter(Call call, const void* sbuf, void* rbuf, int rcount, con
     if (const BufferFault f = reduce_scatter_buffers(sbuf, rbuf, rcount, size, type))
       return reject_arguments(scope, comm, call, f, a.bytes);
   if (!offload(scope, a.why, a.bytes, comm)) return native();
-  return run(call, comm, a.cs, req, [&](Held& h, PostCopy&) {
+  return run(call, comm, a.cs, req, [&](Held& h, PostCopy& post) {
     // In place: the whole input is in rbuf, the result goes to its start.
-    const void* src = sbuf == MPI_IN_PLACE ? stage_copy(h, rbuf, a.bytes) : sbuf;
+    const int items = rcount * size;
+    const void* src = sbuf == MPI_IN_PLACE ? reduce_input(h, a, rbuf, items, type, a.bytes)
+                                           : reduce_operand(h, a, sbuf, items, type, a.bytes);
     BaseBuffer& sb = h.wrap(src, a.n * static_cast<uint64_t>(size), a.rt.dtype);
-    BaseBuffer& rb = h.wrap(rbuf, a.n, a.rt.dtype);
+    const uint64_t block_bytes = a.bytes / static_cast<uint64_t>(size);
+    BaseBuffer& rb = h.wrap(reduce_result(h, post, a, rbuf, rcount, type, block_bytes), a.n, a.rt.dtype);
     return state().accl->reduce_scatter(sb, rb, static_cast<unsigned>(a.n), a.rt.func, a.cs->id, false, false,
                                         dataType::none, true);
   });

@@ -46,6 +46,9 @@ ScanArgs check_scan(Call call, int count, int64_t total_count, MPI_Datatype type
   if (a.why == Reason::Offloaded) {
     a.rt = reduction_type(type_info(type), op);
     a.why = a.rt.reason;
+    // A padded pair type goes to the device packed; the chain here works on
+    // the user's buffers as they are.
+    if (a.why == Reason::Offloaded && a.rt.packed) a.why = Reason::NonContiguous;
   }
   if (a.why == Reason::Offloaded) {
     a.n = static_cast<uint64_t>(total_count) * a.rt.elems_per_item;

@@ -186,6 +186,23 @@ void device_unavailable(const std::string& why) {
   if (st.world_rank == 0) warn("no ACCL device, every call runs natively: " + why);
 }
 
+// Which reduce function runs on which data type, agreed (bitwise AND) like
+// the capabilities above: reduction_type() offloads only what every rank's
+// device reported (a public-firmware device reports none of the extensions).
+void agree_device_reductions(State& st) {
+  std::array<uint32_t, abi::kNumDataTypes + 1> mine{};
+  for (uint32_t f = 0; f <= abi::kMaxLoc; ++f) {
+    const auto func = static_cast<reduceFunction>(f);
+    if (st.accl->supports(func)) mine[abi::kNumDataTypes] |= 1u << f;
+    for (uint32_t t = 1; t < abi::kNumDataTypes; ++t)
+      if (st.accl->supports(func, static_cast<dataType>(t))) mine[t] |= 1u << f;
+  }
+  std::array<uint32_t, abi::kNumDataTypes + 1> agreed{};
+  PMPI_Allreduce(mine.data(), agreed.data(), static_cast<int>(mine.size()), MPI_UINT32_T, MPI_BAND, st.private_comm);
+  st.device_ops = agreed[abi::kNumDataTypes];
+  std::copy(agreed.begin(), agreed.begin() + abi::kNumDataTypes, st.device_type_ops.begin());
+}
+
 void start_device() {
   State& st = state();
   Endpoint me{};
@@ -332,6 +349,7 @@ void start_device() {
   st.can_barrier = agreed & 16u;
   st.public_firmware = (agreed & 32u) == 0;
   st.eager_only_limit = (agreed & 64u) ? 0 : st.s.max_eager_size;
+  agree_device_reductions(st);
   st.active = true;
   ACCL_LOG_INFO("accl-pmpi: ACCL up on {} ranks ({}), min {} prod {} p2p {} public firmware {} eager-only limit {}",
                 st.world_size, st.s.device, st.can_min, st.can_prod, st.can_p2p, st.public_firmware,

@@ -93,6 +93,10 @@ struct State {
   bool can_p2p = false;      // device has receive-side wildcards (kCapTagAnyRecv)
   bool can_alltoall = false;
   bool can_barrier = false;
+  // Reductions the device runs on every rank: bit f = reduceFunction f
+  // reported (device_ops), and defined for data type t (device_type_ops[t]).
+  uint32_t device_ops = 0;
+  std::array<uint32_t, abi::kNumDataTypes> device_type_ops{};
   // The device has no capability word: public ACCL's firmware and its rules
   // (core/src/public_firmware.hpp), agreed by all ranks.
   bool public_firmware = false;

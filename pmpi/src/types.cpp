@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <climits>
+#include <type_traits>
 
 namespace accl::pmpi {
 
@@ -24,6 +25,7 @@ namespace {
 struct Predef {
   MPI_Datatype type;
   ElemClass cls;
+  dataType pair_type = dataType::none;  // cls == pair
 };
 std::vector<std::pair<MPI_Datatype, TypeInfo>> g_predef;
 
@@ -60,7 +62,8 @@ const TypeInfo* find_predef(MPI_Datatype type) {
 bool flatten(MPI_Datatype type, ElemClass* cls, int* esize, int depth) {
   if (depth > 16) return false;
   if (const TypeInfo* p = find_predef(type)) {
-    if (p->cls == ElemClass::none) return false;
+    // MPI reduces pairs only as the predefined types themselves.
+    if (p->cls == ElemClass::none || p->cls == ElemClass::pair) return false;
     *cls = p->cls;
     *esize = p->elem_size;
     return true;
@@ -114,7 +117,9 @@ void types_init() {
       {MPI_INT, ElemClass::sint},
       {MPI_LONG, ElemClass::sint},
       {MPI_BYTE, ElemClass::other},
-      {MPI_CHAR, ElemClass::other},
+      // C char: OSU's reduction benchmarks reduce MPI_CHAR, which Open MPI
+      // treats as the platform's char.
+      {MPI_CHAR, std::is_signed_v<char> ? ElemClass::sint : ElemClass::uint},
       {MPI_UNSIGNED, ElemClass::uint},
       {MPI_UNSIGNED_LONG, ElemClass::uint},
       {MPI_LONG_LONG_INT, ElemClass::sint},
@@ -174,16 +179,17 @@ void types_init() {
 #ifdef MPI_COMPLEX16
       {MPI_COMPLEX16, ElemClass::cplx},
 #endif
-      // pair types (MINLOC/MAXLOC): movable as bytes, never reduced here
-      {MPI_2INT, ElemClass::none},
-      {MPI_FLOAT_INT, ElemClass::none},
-      {MPI_DOUBLE_INT, ElemClass::none},
-      {MPI_LONG_INT, ElemClass::none},
-      {MPI_SHORT_INT, ElemClass::none},
+      // pair types: MINLOC/MAXLOC on the device's packed pairs (checked
+      // below against the type's size: value and index must be these)
+      {MPI_2INT, ElemClass::pair, dataType::int32_int},
+      {MPI_FLOAT_INT, ElemClass::pair, dataType::float32_int},
+      {MPI_DOUBLE_INT, ElemClass::pair, dataType::float64_int},
+      {MPI_LONG_INT, ElemClass::pair, sizeof(long) == 8 ? dataType::int64_int : dataType::none},
+      {MPI_SHORT_INT, ElemClass::pair, dataType::int16_int},
       {MPI_LONG_DOUBLE_INT, ElemClass::none},
-      {MPI_2REAL, ElemClass::none},
-      {MPI_2DOUBLE_PRECISION, ElemClass::none},
-      {MPI_2INTEGER, ElemClass::none},
+      {MPI_2REAL, ElemClass::pair, dataType::float32_float32},
+      {MPI_2DOUBLE_PRECISION, ElemClass::pair, dataType::float64_float64},
+      {MPI_2INTEGER, ElemClass::pair, dataType::int32_int},
   };
   for (const Predef& p : table) {
     if (p.type == MPI_DATATYPE_NULL) continue;
@@ -191,6 +197,11 @@ void types_init() {
     if (t.size <= 0) continue;  // a Fortran type this build of Open MPI lacks
     t.cls = p.cls;
     t.elem_size = static_cast<uint8_t>(t.size);
+    if (p.cls == ElemClass::pair) {
+      // A Fortran pair of another kind size (REAL*8 as REAL) is not ours.
+      t.pair_type = abi::data_type_bytes(p.pair_type) == t.size ? p.pair_type : dataType::none;
+      if (t.pair_type == dataType::none) t.cls = ElemClass::none;
+    }
     g_predef.emplace_back(p.type, t);
   }
   State& st = state();
@@ -264,67 +275,93 @@ Movement movement(uint64_t bytes) {
   return m;
 }
 
-ReductionType reduction_type(const TypeInfo& info, MPI_Op op) {
-  State& st = state();
-  ReductionType r;
-  if (op == MPI_SUM) {
-    r.func = reduceFunction::SUM;
-  } else if (op == MPI_MAX) {
-    r.func = reduceFunction::MAX;
-  } else if (op == MPI_MIN) {
-    r.func = reduceFunction::MIN;
-    if (!st.can_min) r.reason = Reason::OpDevice;
-  } else if (op == MPI_PROD) {
-    r.func = reduceFunction::PROD;
-    if (!st.can_prod) r.reason = Reason::OpDevice;
-  } else {
-    r.reason = Reason::Op;  // user ops, MINLOC/MAXLOC, logical, bitwise, REPLACE, NO_OP
+namespace {
+
+// The device's reduce function for a predefined op; false for the others
+// (user-defined, MPI_REPLACE, MPI_NO_OP).
+bool device_function(MPI_Op op, reduceFunction* f) {
+  static const std::pair<MPI_Op, reduceFunction> kOps[] = {
+      {MPI_SUM, reduceFunction::SUM},       {MPI_MAX, reduceFunction::MAX},       {MPI_MIN, reduceFunction::MIN},
+      {MPI_PROD, reduceFunction::PROD},     {MPI_BAND, reduceFunction::BAND},     {MPI_BOR, reduceFunction::BOR},
+      {MPI_BXOR, reduceFunction::BXOR},     {MPI_LAND, reduceFunction::LAND},     {MPI_LOR, reduceFunction::LOR},
+      {MPI_LXOR, reduceFunction::LXOR},     {MPI_MINLOC, reduceFunction::MINLOC}, {MPI_MAXLOC, reduceFunction::MAXLOC},
+  };
+  for (const auto& [mpi, device] : kOps) {
+    if (op != mpi) continue;
+    *f = device;
+    return true;
   }
-  if (r.reason != Reason::Offloaded) return r;
-  if (info.cls == ElemClass::none || info.cls == ElemClass::other || info.size <= 0) {
-    r.reason = Reason::Datatype;
-    return r;
+  return false;
+}
+
+// Device type of integers of `bytes`; unsigned ones only where the op
+// orders them (sums, products, bitwise and logical ops are the same bits
+// either way, and the signed types are on every device).
+dataType integer_type(int bytes, bool is_unsigned) {
+  switch (bytes) {
+    case 1: return is_unsigned ? dataType::uint8 : dataType::int8;
+    case 2: return is_unsigned ? dataType::uint16 : dataType::int16;
+    case 4: return is_unsigned ? dataType::uint32 : dataType::int32;
+    case 8: return is_unsigned ? dataType::uint64 : dataType::int64;
+    default: return dataType::none;
   }
-  if (!info.contiguous) {
-    r.reason = Reason::NonContiguous;
-    return r;
+}
+
+// The device type for `info` under `func`, or the reason there is none.
+Reason device_type(const TypeInfo& info, reduceFunction func, dataType* dtype) {
+  const bool loc = func == reduceFunction::MINLOC || func == reduceFunction::MAXLOC;
+  const bool integer_only = func >= reduceFunction::BAND && func <= reduceFunction::LXOR;
+  const bool ordered = func == reduceFunction::MAX || func == reduceFunction::MIN;
+  if (info.cls == ElemClass::pair) {
+    *dtype = info.pair_type;
+    return loc ? Reason::Offloaded : Reason::TypeOp;  // MPI defines only MINLOC/MAXLOC on pairs
   }
-  const bool ordered = r.func == reduceFunction::MAX || r.func == reduceFunction::MIN;
+  if (info.cls == ElemClass::none || info.cls == ElemClass::other || info.size <= 0) return Reason::Datatype;
+  if (loc) return Reason::TypeOp;
+  if (!info.contiguous) return Reason::NonContiguous;
   switch (info.cls) {
     case ElemClass::sint:
-      if (info.elem_size == 4) r.dtype = dataType::int32;
-      else if (info.elem_size == 8) r.dtype = dataType::int64;
-      break;
     case ElemClass::uint:
-      // Two's complement sums and products are the same bits for unsigned
-      // operands; ordering is not.
-      if (ordered) {
-        r.reason = Reason::TypeOp;
-        return r;
-      }
-      if (info.elem_size == 4) r.dtype = dataType::int32;
-      else if (info.elem_size == 8) r.dtype = dataType::int64;
+      *dtype = integer_type(info.elem_size, info.cls == ElemClass::uint && ordered);
       break;
     case ElemClass::flt:
-      if (info.elem_size == 4) r.dtype = dataType::float32;
-      else if (info.elem_size == 8) r.dtype = dataType::float64;
+      if (integer_only) return Reason::TypeOp;
+      if (info.elem_size == 4) *dtype = dataType::float32;
+      else if (info.elem_size == 8) *dtype = dataType::float64;
       break;
     case ElemClass::cplx:
       // A complex sum is two independent real sums; nothing else is.
-      if (r.func != reduceFunction::SUM) {
-        r.reason = Reason::TypeOp;
-        return r;
-      }
-      if (info.elem_size == 8) r.dtype = dataType::float32;
-      else if (info.elem_size == 16) r.dtype = dataType::float64;
+      if (func != reduceFunction::SUM) return Reason::TypeOp;
+      if (info.elem_size == 8) *dtype = dataType::float32;
+      else if (info.elem_size == 16) *dtype = dataType::float64;
       break;
     default:
       break;
   }
-  if (r.dtype == dataType::none) {
-    r.reason = Reason::Datatype;
+  return *dtype == dataType::none ? Reason::Datatype : Reason::Offloaded;
+}
+
+}  // namespace
+
+ReductionType reduction_type(const TypeInfo& info, MPI_Op op) {
+  State& st = state();
+  ReductionType r;
+  if (!device_function(op, &r.func)) {
+    r.reason = Reason::Op;
     return r;
   }
+  const auto f = static_cast<uint32_t>(r.func);
+  if ((st.device_ops >> f & 1u) == 0) {
+    r.reason = Reason::OpDevice;
+    return r;
+  }
+  r.reason = device_type(info, r.func, &r.dtype);
+  if (r.reason != Reason::Offloaded) return r;
+  if ((st.device_type_ops[static_cast<uint32_t>(r.dtype)] >> f & 1u) == 0) {
+    r.reason = Reason::TypeDevice;
+    return r;
+  }
+  r.packed = info.cls == ElemClass::pair && !info.contiguous;
   r.elems_per_item = static_cast<uint64_t>(info.size) / abi::data_type_bytes(r.dtype);
   return r;
 }

@@ -11,7 +11,8 @@
 
 namespace accl::pmpi {
 
-enum class ElemClass : uint8_t { none, sint, uint, flt, cplx, other };
+// pair: a predefined MINLOC/MAXLOC pair type (TypeInfo::pair_type says which).
+enum class ElemClass : uint8_t { none, sint, uint, flt, cplx, other, pair };
 
 // A datatype flattened to "n basic elements of one class and size".
 struct TypeInfo {
@@ -20,6 +21,7 @@ struct TypeInfo {
   bool contiguous = false;          // lb == true_lb == 0, extent == true extent == size
   int64_t size = 0;                 // bytes of one item of the type (PMPI_Type_size)
   int64_t extent = 0;
+  dataType pair_type = dataType::none;  // cls == pair: the device's packed pair type
 };
 // Never fails: unknown types come back with cls == none.
 TypeInfo type_info(MPI_Datatype type);
@@ -50,6 +52,10 @@ struct ReductionType {
   dataType dtype = dataType::none;
   reduceFunction func = reduceFunction::SUM;
   uint64_t elems_per_item = 0;
+  // The items go to the device packed (MPI_Pack) and come back unpacked: a
+  // pair type with padding (MPI_DOUBLE_INT: 12 bytes in a 16-byte extent),
+  // whose padding MPI leaves alone.
+  bool packed = false;
 };
 ReductionType reduction_type(const TypeInfo& info, MPI_Op op);
 

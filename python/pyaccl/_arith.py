@@ -2,6 +2,8 @@
 """Arithmetic configurations of the CCLO datapath: :class:`ACCLArithConfig`, the driver's defaults
 (``ACCL_DEFAULT_ARITH_CONFIG``) and their conversion for libaccl."""
 
+import numpy as np
+
 from . import _pyaccl
 from .buffer import native_type
 from .errors import ACCLArgumentError
@@ -56,10 +58,21 @@ class ACCLArithConfig:
                 f"{self.arith_is_compressed}, {self.arith_tdest})")
 
 
+def _is_numpy_type(name):
+    try:
+        np.dtype(name)
+    except TypeError:
+        return False
+    return True
+
+
 def _default_arith_config():
     """The driver's defaults, keyed by numpy type names as in seed 003."""
     table = {}
     for (uncompressed, compressed), cfg in _pyaccl.default_arith_config().items():
+        # The packed (value, index) pair types of MINLOC/MAXLOC have no numpy type: not offered here.
+        if not all(_is_numpy_type(t.name) for t in (uncompressed, compressed)):
+            continue
         table[(uncompressed.name, compressed.name)] = ACCLArithConfig(
             cfg.uncompressed_elem_bytes, cfg.compressed_elem_bytes, cfg.elem_ratio_log, cfg.compressor_tdest,
             cfg.decompressor_tdest, cfg.arith_is_compressed, cfg.arith_tdest)
@@ -67,7 +80,9 @@ def _default_arith_config():
 
 
 #: (float16,float16) (float32,float16) (float32,float32) (float64,float64) (int32,int32) (int64,int64),
-#: each with the function ids of SUM, MAX, MIN and PROD.
+#: each with the function ids of SUM, MAX, MIN and PROD (integers also BAND..LXOR), and the extension types
+#: the device loads when it reports them: int8, uint8, int16, uint16, uint32, uint64 (SUM..LXOR). The driver's
+#: packed (value, index) pair types of MINLOC/MAXLOC have no numpy type and are not offered in Python.
 ACCL_DEFAULT_ARITH_CONFIG = _default_arith_config()
 
 

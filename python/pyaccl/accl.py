@@ -23,8 +23,7 @@ from ._arith import ACCL_DEFAULT_ARITH_CONFIG, ACCLArithConfig, _native_arith_co
 from ._calls import ACCLRequest, _DeviceCalls
 from ._setup import _SetupCalls
 from ._checks import _index, _parse_endpoint, _rank_record, _whole
-# native_type is not used here; pyaccl.accl.native_type worked before the calls moved out.
-from .buffer import ACCLBuffer, native_type  # noqa: F401
+from .buffer import ACCLBuffer, native_type
 from .constants import (GLOBAL_COMM, TAG_ANY, ACCLCompressionFlags, ACCLReduceFunctions, ACCLStreamFlags,
                         ErrorCode)
 from .errors import ACCLArgumentError, ACCLDeviceError, ACCLError, ACCLTimeoutError
@@ -245,9 +244,13 @@ class accl(_DeviceCalls, _SetupCalls, metaclass=_SubmoduleAccess):  # noqa: N801
         self._live_driver("set_timeout").set_timeout_us(timeout_us)
         self._timeout_us = timeout_us
 
-    def supports(self, func):
-        """Whether the CCLO implements reduce function ``func`` (ACCLReduceFunctions)."""
-        return self._live_driver("supports").supports(_index(func, "supports: func"))
+    def supports(self, func, dtype=None):
+        """Whether the CCLO implements reduce function ``func`` (ACCLReduceFunctions), and with ``dtype``
+        (a numpy type) whether it implements it on that type."""
+        driver = self._live_driver("supports")
+        if dtype is None:
+            return driver.supports(_index(func, "supports: func"))
+        return driver.supports_on(_index(func, "supports: func"), native_type(dtype, "supports: dtype"))
 
     def dump_exchange_memory(self):
         """The CCLO's configuration memory, decoded, as text."""

@@ -20,8 +20,8 @@ import numpy as np
 from . import _pyaccl
 from .errors import ACCLArgumentError
 
-# numpy dtype -> data type the driver knows. uint8 maps to int8: copies and
-# sends only move bytes, and the CCLO never does arithmetic on int8.
+# numpy dtype -> data type the driver knows. The 8/16-bit and unsigned types
+# work on devices that report them (ACCL.supports(function, type)).
 _NATIVE_TYPES = {
     np.dtype(np.float16): _pyaccl.DataType.float16,
     np.dtype(np.float32): _pyaccl.DataType.float32,
@@ -29,7 +29,11 @@ _NATIVE_TYPES = {
     np.dtype(np.int32): _pyaccl.DataType.int32,
     np.dtype(np.int64): _pyaccl.DataType.int64,
     np.dtype(np.int8): _pyaccl.DataType.int8,
-    np.dtype(np.uint8): _pyaccl.DataType.int8,
+    np.dtype(np.uint8): _pyaccl.DataType.uint8,
+    np.dtype(np.int16): _pyaccl.DataType.int16,
+    np.dtype(np.uint16): _pyaccl.DataType.uint16,
+    np.dtype(np.uint32): _pyaccl.DataType.uint32,
+    np.dtype(np.uint64): _pyaccl.DataType.uint64,
 }
 
 

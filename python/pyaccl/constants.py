@@ -20,6 +20,16 @@ class ACCLReduceFunctions(IntEnum):
     MAX = 1  #: Elementwise maximum
     MIN = 2  #: Elementwise minimum (extension of this implementation)
     PROD = 3  #: Elementwise product (extension of this implementation)
+    # Extensions on integer types (device capability word: bitwise / logical).
+    BAND = 4  #: Bitwise and
+    BOR = 5  #: Bitwise or
+    BXOR = 6  #: Bitwise exclusive or
+    LAND = 7  #: Logical and (result 0 or 1)
+    LOR = 8  #: Logical or
+    LXOR = 9  #: Logical exclusive or
+    # Extensions on packed (value, index) pair types (capability word: loc).
+    MINLOC = 10  #: Smallest value and its index (equal values: the lower index)
+    MAXLOC = 11  #: Largest value and its index (equal values: the lower index)
 
 
 class ACCLCompressionFlags(IntEnum):

@@ -102,7 +102,19 @@ void bind_types(py::module_& m) {
       .value("float32", DataType::float32)
       .value("float64", DataType::float64)
       .value("int32", DataType::int32)
-      .value("int64", DataType::int64);
+      .value("int64", DataType::int64)
+      .value("int16", DataType::int16)
+      .value("uint8", DataType::uint8)
+      .value("uint16", DataType::uint16)
+      .value("uint32", DataType::uint32)
+      .value("uint64", DataType::uint64)
+      .value("int32_int", DataType::int32_int)
+      .value("float32_int", DataType::float32_int)
+      .value("float64_int", DataType::float64_int)
+      .value("int64_int", DataType::int64_int)
+      .value("int16_int", DataType::int16_int)
+      .value("float32_float32", DataType::float32_float32)
+      .value("float64_float64", DataType::float64_float64);
 
   py::class_<accl::ArithConfig>(m, "ArithConfig")
       .def(py::init<>())
@@ -184,6 +196,10 @@ void bind_driver(py::module_& m) {
   d.def("supports", [](Driver& self, uint32_t f) {
     py::gil_scoped_release release;
     return self.accl().supports(reduce_function(f));
+  });
+  d.def("supports_on", [](Driver& self, uint32_t f, DataType t) {
+    py::gil_scoped_release release;
+    return self.accl().supports(reduce_function(f), t);
   });
   d.def("emulated_endpoint", [](Driver& self) {
     const EmuEndpoint ep = emulated_endpoint(self);

@@ -100,6 +100,7 @@ T apply_ref(ReduceOp op, T a, T b) {
       case ReduceOp::prod: return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
       case ReduceOp::max: return a > b ? a : b;
       case ReduceOp::min: return a < b ? a : b;
+      default: ADD_FAILURE() << "not a public op"; break;
     }
   } else {
     switch (op) {
@@ -107,6 +108,7 @@ T apply_ref(ReduceOp op, T a, T b) {
       case ReduceOp::prod: return a * b;
       case ReduceOp::max: return a > b ? a : b;
       case ReduceOp::min: return a < b ? a : b;
+      default: ADD_FAILURE() << "not a public op"; break;
     }
   }
   return a;
@@ -160,6 +162,7 @@ TEST(EmuArith, EveryFunctionAndType) {
         case ElemType::i32: check_function<int32_t>(*f, n, rng); break;
         case ElemType::i64: check_function<int64_t>(*f, n, rng); break;
         case ElemType::f16: check_f16(*f, n, rng); break;
+        default: FAIL() << "a public id decoded to an extension type";
       }
     }
   }

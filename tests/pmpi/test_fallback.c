@@ -3,12 +3,14 @@
  * Calls the device cannot run must still give MPI's answer (they fall back to
  * PMPI on every rank alike), and the controls must steer the decision.
  *
- *   test_fallback cases       user op, vector type, MINLOC, MAX on unsigned,
- *                             LAND, odd byte counts, unequal reduce_scatter:
- *                             correct results, counted as native (ACCL_STATS=1)
+ *   test_fallback cases       user op, vector type, MPI_C_BOOL, odd byte
+ *                             counts, unequal reduce_scatter: correct results,
+ *                             counted as native (ACCL_STATS=1); MINLOC, MAX on
+ *                             unsigned and LAND, which the emulator reports:
+ *                             offloaded
  *   test_fallback thresholds  run with ACCL_ALLREDUCE_MIN_BYTES=1024 and
  *                             ACCL_OFFLOAD_CALLS=^bcast
- *   test_fallback forced      one offloadable call, then MINLOC: must abort
+ *   test_fallback forced      one offloadable call, then a user op: must abort
  *                             under ACCL_FALLBACK=error
  *   test_fallback forced_scan the same with MPI_Scan (a composed call)
  */
@@ -70,17 +72,17 @@ static void cases(void) {
   MPI_Comm_free(&ret);
   MPI_Type_free(&vec);
 
-  /* MINLOC on MPI_2INT */
+  /* MINLOC on MPI_2INT: the emulator reports MINLOC on pairs */
   t_context = "minloc";
   int in2[2] = {100 - rank, rank}, out2[2], ref2[2];
-  NATIVE("MPI_Allreduce", CHECK_RC(MPI_Allreduce(in2, out2, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD)));
+  OFFLOADED("MPI_Allreduce", CHECK_RC(MPI_Allreduce(in2, out2, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD)));
   PMPI_Allreduce(in2, ref2, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD);
   CHECK(out2[0] == ref2[0] && out2[1] == ref2[1], "minloc result");
 
-  /* MAX on unsigned: device ints are signed */
+  /* MAX on unsigned: compared unsigned on the device (uint32) */
   t_context = "max unsigned";
   unsigned u = rank == 0 ? 0x80000000u : 1u, um = 0;
-  NATIVE("MPI_Allreduce", CHECK_RC(MPI_Allreduce(&u, &um, 1, MPI_UNSIGNED, MPI_MAX, MPI_COMM_WORLD)));
+  OFFLOADED("MPI_Allreduce", CHECK_RC(MPI_Allreduce(&u, &um, 1, MPI_UNSIGNED, MPI_MAX, MPI_COMM_WORLD)));
   CHECK(size == 1 || um == 0x80000000u, "unsigned max %x", um);
   /* ... while SUM on unsigned is the same bits and offloads */
   unsigned us = 0;
@@ -89,8 +91,13 @@ static void cases(void) {
   /* logical and */
   t_context = "land";
   int l = rank != 1, lo = -1;
-  NATIVE("MPI_Allreduce", CHECK_RC(MPI_Allreduce(&l, &lo, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD)));
+  OFFLOADED("MPI_Allreduce", CHECK_RC(MPI_Allreduce(&l, &lo, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD)));
   CHECK(lo == (size == 1), "land %d", lo);
+  /* ... but not on MPI_C_BOOL, which has no device type */
+  t_context = "lor c_bool";
+  _Bool bl = rank == 1, blo = 0;
+  NATIVE("MPI_Allreduce", CHECK_RC(MPI_Allreduce(&bl, &blo, 1, MPI_C_BOOL, MPI_LOR, MPI_COMM_WORLD)));
+  CHECK(blo == (size > 1), "lor %d", (int)blo);
 
   /* 7 bytes: not a whole device word */
   t_context = "odd bytes";
@@ -147,8 +154,9 @@ static void forced(void) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int v = 1, s = 0;
   MPI_Allreduce(&v, &s, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); /* offloads */
-  int in2[2] = {rank, rank}, out2[2];
-  MPI_Allreduce(in2, out2, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD); /* must abort */
+  MPI_Op op;
+  MPI_Op_create(my_sum, 1, &op);
+  MPI_Allreduce(&v, &s, 1, MPI_INT, op, MPI_COMM_WORLD); /* must abort */
   printf("rank %d: still alive after a forced fallback\n", rank);
 }
 

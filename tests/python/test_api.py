@@ -82,8 +82,11 @@ def test_constructor_signature_matches_seed():
     assert (params["ranks"], params["protocol"], params["nbufs"], params["bufsize"]) == (None, None, 16, 1024)
     assert (params["sim_mode"], params["xclbin"], params["sim_sock"], params["board_idx"],
             params["cclo_idx"]) == (False, None, None, None, 0)
+    # seed 003's six, then this implementation's integer types
     assert set(params["arith_config"]) == {("float16", "float16"), ("float32", "float16"), ("float32", "float32"),
-                                           ("float64", "float64"), ("int32", "int32"), ("int64", "int64")}
+                                           ("float64", "float64"), ("int32", "int32"), ("int64", "int64"),
+                                           ("int8", "int8"), ("uint8", "uint8"), ("int16", "int16"),
+                                           ("uint16", "uint16"), ("uint32", "uint32"), ("uint64", "uint64")}
     compressed = params["arith_config"][("float32", "float16")]
     assert isinstance(compressed, pyaccl.ACCLArithConfig)
     assert (compressed.uncompressed_elem_bytes, compressed.compressed_elem_bytes) == (4, 2)
@@ -96,7 +99,10 @@ def test_constructor_signature_matches_seed():
 
 
 def test_constants_match_seed():
-    assert [(f.name, int(f)) for f in ACCLReduceFunctions] == [("SUM", 0), ("MAX", 1), ("MIN", 2), ("PROD", 3)]
+    # seed 003's four, then this implementation's extensions
+    assert [(f.name, int(f)) for f in ACCLReduceFunctions] == [
+        ("SUM", 0), ("MAX", 1), ("MIN", 2), ("PROD", 3), ("BAND", 4), ("BOR", 5), ("BXOR", 6), ("LAND", 7),
+        ("LOR", 8), ("LXOR", 9), ("MINLOC", 10), ("MAXLOC", 11)]
     assert {f.name: int(f) for f in ACCLCompressionFlags} == {
         "NO_COMPRESSION": 0, "OP0_COMPRESSED": 1, "OP1_COMPRESSED": 2, "RES_COMPRESSED": 4, "ETH_COMPRESSED": 8}
     assert {f.name: int(f) for f in ACCLStreamFlags} == {"NO_STREAM": 0, "OP0_STREAM": 1, "RES_STREAM": 2}

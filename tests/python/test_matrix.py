@@ -204,7 +204,10 @@ REDUCE_EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("func", list(ACCLReduceFunctions), ids=lambda f: f.name)
+ARITHMETIC = [ACCLReduceFunctions.SUM, ACCLReduceFunctions.MAX, ACCLReduceFunctions.MIN, ACCLReduceFunctions.PROD]
+
+
+@pytest.mark.parametrize("func", ARITHMETIC, ids=lambda f: f.name)
 @dtype_param
 def test_allreduce_functions(world, func, dtype):
     if not world.instances[0].supports(func):
@@ -223,6 +226,50 @@ def test_allreduce_functions(world, func, dtype):
         return rbuf.copy()
 
     expected = REDUCE_EXPECTED[func](np.array([small(r) for r in range(WORLD)]), dtype)
+    for got in world.run(rank_fn):
+        np.testing.assert_array_equal(got, expected)
+
+
+INTEGER_EXPECTED = {
+    ACCLReduceFunctions.SUM: lambda rows: np.sum(rows, axis=0, dtype=rows.dtype),
+    ACCLReduceFunctions.MAX: lambda rows: np.max(rows, axis=0),
+    ACCLReduceFunctions.MIN: lambda rows: np.min(rows, axis=0),
+    ACCLReduceFunctions.PROD: lambda rows: np.prod(rows, axis=0, dtype=rows.dtype),
+    ACCLReduceFunctions.BAND: lambda rows: np.bitwise_and.reduce(rows, axis=0),
+    ACCLReduceFunctions.BOR: lambda rows: np.bitwise_or.reduce(rows, axis=0),
+    ACCLReduceFunctions.BXOR: lambda rows: np.bitwise_xor.reduce(rows, axis=0),
+    ACCLReduceFunctions.LAND: lambda rows: np.logical_and.reduce(rows != 0, axis=0).astype(rows.dtype),
+    ACCLReduceFunctions.LOR: lambda rows: np.logical_or.reduce(rows != 0, axis=0).astype(rows.dtype),
+    ACCLReduceFunctions.LXOR: lambda rows: np.logical_xor.reduce(rows != 0, axis=0).astype(rows.dtype),
+}
+
+
+@pytest.mark.parametrize("func", list(INTEGER_EXPECTED), ids=lambda f: f.name)
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.uint32, np.uint64, np.int32],
+                         ids=lambda t: np.dtype(t).name)
+def test_allreduce_integer_functions(world, func, dtype):
+    """The extension types and ops: wrap-around at the type's width, unsigned order, logical 0/1."""
+    if not world.instances[0].supports(func, dtype):
+        pytest.skip(f"{func.name} on {np.dtype(dtype).name} is not supported by this CCLO")
+    count = 37
+    info = np.iinfo(dtype)
+
+    def values(rank):
+        v = ((np.arange(count, dtype=np.int64) * 37 + rank * 11) % 120).astype(dtype)
+        v[::5] = 0  # zeros for the logical ops
+        v[1::7] = dtype(info.max)  # sums and products wrap
+        v[2::7] = dtype(info.min)
+        return v
+
+    def rank_fn(rank, inst):
+        sbuf = inst.allocate((count,), dtype=dtype)
+        sbuf[:] = values(rank)
+        rbuf = inst.allocate((count,), dtype=dtype)
+        inst.allreduce(sbuf, rbuf, count, func)
+        return rbuf.copy()
+
+    with np.errstate(over="ignore"):
+        expected = INTEGER_EXPECTED[func](np.array([values(r) for r in range(WORLD)], dtype=dtype))
     for got in world.run(rank_fn):
         np.testing.assert_array_equal(got, expected)
 

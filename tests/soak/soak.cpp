@@ -124,6 +124,7 @@ const char* op_name(reduceFunction f) {
     case reduceFunction::MAX: return "MAX";
     case reduceFunction::MIN: return "MIN";
     case reduceFunction::PROD: return "PROD";
+    default: break;
   }
   return "?";
 }
@@ -363,6 +364,7 @@ T reduce2(reduceFunction f, T a, T b) {
       case reduceFunction::MAX: return a > b ? a : b;
       case reduceFunction::MIN: return a < b ? a : b;
       case reduceFunction::PROD: return static_cast<T>(a * b);
+      default: break;  // the soak draws SUM, MAX, MIN and PROD only
     }
     return a;
   }

@@ -32,6 +32,17 @@ enum class reduceFunction : uint32_t {
   MAX = abi::kMax,
   MIN = abi::kMin,    // only when supports(reduceFunction::MIN)
   PROD = abi::kProd,  // only when supports(reduceFunction::PROD)
+  // Integer types only; each only when supports(f, type).
+  BAND = abi::kBand,
+  BOR = abi::kBor,
+  BXOR = abi::kBxor,
+  LAND = abi::kLand,  // result 0 or 1
+  LOR = abi::kLor,
+  LXOR = abi::kLxor,
+  // Packed (value, index) pair types only (dataType::int32_int, ...); equal
+  // values keep the lower index.
+  MINLOC = abi::kMinLoc,
+  MAXLOC = abi::kMaxLoc,
 };
 
 enum class streamFlags : uint32_t {
@@ -65,7 +76,11 @@ struct ArithConfig {
 };
 using arithConfigMap = std::map<std::pair<dataType, dataType>, ArithConfig>;
 // (float16,float16) (float32,float16) (float32,float32) (float64,float64)
-// (int32,int32) (int64,int64), each with SUM, MAX, MIN, PROD function ids.
+// (int32,int32) (int64,int64), each with SUM, MAX, MIN, PROD function ids;
+// integer types also with BAND..LXOR. Extensions, loaded only when the
+// device reports their types (abi::data_type_capabilities): int8, int16 and
+// the unsigned types with the same ten functions, the pair types with
+// MINLOC and MAXLOC (abi::kFnNone below them).
 const arithConfigMap& default_arith_config();
 
 struct InitOptions {
@@ -129,6 +144,9 @@ class ACCL {
   // names no peer. Needs abi::kCapLinkStatus (ArgumentError otherwise).
   uint32_t link_status(unsigned int rank, communicatorId comm = GLOBAL_COMM);
   bool supports(reduceFunction f);
+  // `f` on operands of type `t` (uncompressed): the device reports both and
+  // the arithmetic configuration of t was loaded and defines f.
+  bool supports(reduceFunction f, dataType t);
   bool is_simulated() const;
   Device& device();
   std::string dump_exchange_memory();

@@ -39,6 +39,10 @@ constexpr abi::DataType dtype_of() {
   else if constexpr (std::is_same_v<T, int32_t>) return abi::DataType::int32;
   else if constexpr (std::is_same_v<T, int64_t>) return abi::DataType::int64;
   else if constexpr (std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t>) return abi::DataType::int8;
+  else if constexpr (std::is_same_v<T, int16_t>) return abi::DataType::int16;
+  else if constexpr (std::is_same_v<T, uint16_t>) return abi::DataType::uint16;
+  else if constexpr (std::is_same_v<T, uint32_t>) return abi::DataType::uint32;
+  else if constexpr (std::is_same_v<T, uint64_t>) return abi::DataType::uint64;
   else return abi::DataType::none;
 }
 

@@ -57,6 +57,7 @@ struct CallSpec {
 struct ArithSlot {
   uint32_t address = 0;
   uint32_t num_functions = 0;
+  uint32_t undefined_functions = 0;  // bit f: arith_tdest[f] is abi::kFnNone (the type has no such function)
 };
 using ArithSlots = std::map<std::pair<abi::DataType, abi::DataType>, ArithSlot>;
 

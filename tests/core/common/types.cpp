@@ -14,6 +14,7 @@ std::string type_name(dataType t) {
     case dataType::float64: return "float64";
     case dataType::int32: return "int32";
     case dataType::int64: return "int64";
+    default: break;
   }
   return "type" + std::to_string(static_cast<unsigned>(t));
 }
@@ -24,6 +25,7 @@ std::string op_name(reduceFunction f) {
     case reduceFunction::MAX: return "MAX";
     case reduceFunction::MIN: return "MIN";
     case reduceFunction::PROD: return "PROD";
+    default: break;
   }
   return "op" + std::to_string(static_cast<unsigned>(f));
 }
@@ -34,6 +36,7 @@ Pattern pattern_for(reduceFunction f) {
     case reduceFunction::MAX:
     case reduceFunction::MIN: return Pattern::minmax;
     case reduceFunction::PROD: return Pattern::prod;
+    default: break;
   }
   return Pattern::sum;
 }

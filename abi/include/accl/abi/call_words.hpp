@@ -46,6 +46,16 @@ enum ReduceFunction : uint32_t {
   kMax = 1,
   kMin = 2,   // extension, advertised by kCapReduceMin
   kProd = 3,  // extension, advertised by kCapReduceProd
+  // Extensions on integer types.
+  kBand = 4,  // kCapReduceBitwise
+  kBor = 5,
+  kBxor = 6,
+  kLand = 7,  // kCapReduceLogical
+  kLor = 8,
+  kLxor = 9,
+  // Extensions on the pair types (kCapReduceLoc).
+  kMinLoc = 10,
+  kMaxLoc = 11,
 };
 
 enum CompressionFlags : uint32_t {
