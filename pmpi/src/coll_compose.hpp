@@ -99,14 +99,4 @@ Reason composed_finish(Reason why, Call call, MPI_Comm comm, bool sized, uint64_
 int composed_run(Call call, MPI_Comm comm, CommState* cs, MPI_Request* req,
                  const std::function<void(Composed&)>& issue);
 
-// Accounts the decision; false: the caller runs the native call.
-inline bool composed_offload(CallScope& scope, Reason why, uint64_t bytes, MPI_Comm comm) {
-  if (why != Reason::Offloaded) {
-    scope.native(why, bytes, comm);
-    return false;
-  }
-  scope.offloaded(bytes, comm);
-  return true;
-}
-
 }  // namespace accl::pmpi

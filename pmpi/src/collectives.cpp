@@ -87,16 +87,6 @@ bool valid_root(MPI_Comm comm, CommState* cs, int root, int* rank, int* size) {
   return root >= 0 && root < *size;
 }
 
-// Accounts the decision; false: the caller runs the native call.
-bool offload(CallScope& scope, Reason why, uint64_t bytes, MPI_Comm comm) {
-  if (why != Reason::Offloaded) {
-    scope.native(why, bytes, comm);
-    return false;
-  }
-  scope.offloaded(bytes, comm);
-  return true;
-}
-
 void* pack_to_stage(Held& h, const void* buf, int count, MPI_Datatype type, uint64_t bytes) {
   void* s = h.stage(bytes);
   pack_to(s, bytes, buf, count, type);
