@@ -1,21 +1,36 @@
 // SPDX-License-Identifier: Apache-2.0
 // OSU-style MPI_Alltoall latency; size = bytes each rank sends to each rank.
+// Built a second time with BOSU_V as osu_alltoallv (MPI_Alltoallv, equal
+// counts, blocks at i x count, as OSU's osu_alltoallv).
 #include "osu_common.hpp"
 
 using namespace bosu;
 
 int main(int argc, char** argv) {
   Options o;
-  if (int st = start_collective(argc, argv, o, "All-to-All Personalized Exchange Latency", nullptr); st >= 0)
-    return st;
+#ifdef BOSU_V
+  const char *title = "All-to-Allv Personalized Exchange Latency", *name = "alltoallv";
+#else
+  const char *title = "All-to-All Personalized Exchange Latency", *name = "alltoall";
+#endif
+  if (int st = start_collective(argc, argv, o, title, nullptr); st >= 0) return st;
   const int me = ctx().rank, nranks = ctx().size;
   const size_t esz = type_size(o.type);
   const size_t total = o.max_size * static_cast<size_t>(nranks);
   Bytes send(total), recv(total);
   Collective c;
+#ifdef BOSU_V
+  EqualBlocks blocks(nranks);
+  c.prepare = [&] { blocks.set(c.count); };
+#endif
   c.call = [&] {
+#ifdef BOSU_V
+    MPI_Alltoallv(send.data(), blocks.counts.data(), blocks.displs.data(), mpi_type(o.type), recv.data(),
+                  blocks.counts.data(), blocks.displs.data(), mpi_type(o.type), MPI_COMM_WORLD);
+#else
     MPI_Alltoall(send.data(), static_cast<int>(c.count), mpi_type(o.type), recv.data(), static_cast<int>(c.count),
                  mpi_type(o.type), MPI_COMM_WORLD);
+#endif
   };
   c.fill = [&](int it) {
     for (int d = 0; d < nranks; ++d)
@@ -24,7 +39,7 @@ int main(int argc, char** argv) {
   };
   c.check = [&](int it) {
     for (int s = 0; s < nranks; ++s)
-      check(o.type, recv.data() + static_cast<size_t>(s) * c.count * esz, c.count, s, me, it, 1, "alltoall");
+      check(o.type, recv.data() + static_cast<size_t>(s) * c.count * esz, c.count, s, me, it, 1, name);
   };
   run_sized(c, o, 1);
   return finish(o);

@@ -1,19 +1,35 @@
 // SPDX-License-Identifier: Apache-2.0
 // OSU-style MPI_Gather latency to root 0; size = bytes each rank contributes.
+// Built a second time with BOSU_V as osu_gatherv (MPI_Gatherv, equal counts,
+// blocks at i x count, as OSU's osu_gatherv).
 #include "osu_common.hpp"
 
 using namespace bosu;
 
 int main(int argc, char** argv) {
   Options o;
-  if (int st = start_collective(argc, argv, o, "Gather Latency", nullptr); st >= 0) return st;
+#ifdef BOSU_V
+  const char *title = "Gatherv Latency", *name = "gatherv";
+#else
+  const char *title = "Gather Latency", *name = "gather";
+#endif
+  if (int st = start_collective(argc, argv, o, title, nullptr); st >= 0) return st;
   const int me = ctx().rank, nranks = ctx().size;
   const size_t esz = type_size(o.type);
   Bytes send(o.max_size), recv(me == 0 ? o.max_size * static_cast<size_t>(nranks) : 1);
   Collective c;
+#ifdef BOSU_V
+  EqualBlocks blocks(nranks);
+  c.prepare = [&] { blocks.set(c.count); };
+#endif
   c.call = [&] {
+#ifdef BOSU_V
+    MPI_Gatherv(send.data(), static_cast<int>(c.count), mpi_type(o.type), recv.data(), blocks.counts.data(),
+                blocks.displs.data(), mpi_type(o.type), 0, MPI_COMM_WORLD);
+#else
     MPI_Gather(send.data(), static_cast<int>(c.count), mpi_type(o.type), recv.data(), static_cast<int>(c.count),
                mpi_type(o.type), 0, MPI_COMM_WORLD);
+#endif
   };
   c.fill = [&](int it) {
     fill(o.type, send.data(), c.count, me, 0, it);
@@ -22,7 +38,7 @@ int main(int argc, char** argv) {
   c.check = [&](int it) {
     if (me != 0) return;
     for (int s = 0; s < nranks; ++s)
-      check(o.type, recv.data() + static_cast<size_t>(s) * c.count * esz, c.count, s, 0, it, 1, "gather");
+      check(o.type, recv.data() + static_cast<size_t>(s) * c.count * esz, c.count, s, 0, it, 1, name);
   };
   run_sized(c, o, 1);
   return finish(o);
