@@ -8,28 +8,22 @@ using namespace bosu;
 
 int main(int argc, char** argv) {
   Options o;
-#ifdef BOSU_V
-  const char *title = "Allgatherv Latency", *name = "allgatherv";
-#else
-  const char *title = "Allgather Latency", *name = "allgather";
-#endif
+  const char* name = kVForm ? "allgatherv" : "allgather";
+  const char* title = kVForm ? "Allgatherv Latency" : "Allgather Latency";
   if (int st = start_collective(argc, argv, o, title, nullptr); st >= 0) return st;
   const int me = ctx().rank, nranks = ctx().size;
   const size_t esz = type_size(o.type);
   Bytes send(o.max_size), recv(o.max_size * static_cast<size_t>(nranks));
   Collective c;
-#ifdef BOSU_V
   EqualBlocks blocks(nranks);
-  c.prepare = [&] { blocks.set(c.count); };
-#endif
+  if (kVForm) c.prepare = [&] { blocks.set(c.count); };
   c.call = [&] {
-#ifdef BOSU_V
-    MPI_Allgatherv(send.data(), static_cast<int>(c.count), mpi_type(o.type), recv.data(), blocks.counts.data(),
-                   blocks.displs.data(), mpi_type(o.type), MPI_COMM_WORLD);
-#else
-    MPI_Allgather(send.data(), static_cast<int>(c.count), mpi_type(o.type), recv.data(), static_cast<int>(c.count),
-                  mpi_type(o.type), MPI_COMM_WORLD);
-#endif
+    if (kVForm)
+      MPI_Allgatherv(send.data(), static_cast<int>(c.count), mpi_type(o.type), recv.data(), blocks.counts.data(),
+                     blocks.displs.data(), mpi_type(o.type), MPI_COMM_WORLD);
+    else
+      MPI_Allgather(send.data(), static_cast<int>(c.count), mpi_type(o.type), recv.data(), static_cast<int>(c.count),
+                    mpi_type(o.type), MPI_COMM_WORLD);
   };
   c.fill = [&](int it) {
     fill(o.type, send.data(), c.count, me, 0, it);

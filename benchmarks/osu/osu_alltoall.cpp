@@ -8,29 +8,23 @@ using namespace bosu;
 
 int main(int argc, char** argv) {
   Options o;
-#ifdef BOSU_V
-  const char *title = "All-to-Allv Personalized Exchange Latency", *name = "alltoallv";
-#else
-  const char *title = "All-to-All Personalized Exchange Latency", *name = "alltoall";
-#endif
+  const char* name = kVForm ? "alltoallv" : "alltoall";
+  const char* title = kVForm ? "All-to-Allv Personalized Exchange Latency" : "All-to-All Personalized Exchange Latency";
   if (int st = start_collective(argc, argv, o, title, nullptr); st >= 0) return st;
   const int me = ctx().rank, nranks = ctx().size;
   const size_t esz = type_size(o.type);
   const size_t total = o.max_size * static_cast<size_t>(nranks);
   Bytes send(total), recv(total);
   Collective c;
-#ifdef BOSU_V
   EqualBlocks blocks(nranks);
-  c.prepare = [&] { blocks.set(c.count); };
-#endif
+  if (kVForm) c.prepare = [&] { blocks.set(c.count); };
   c.call = [&] {
-#ifdef BOSU_V
-    MPI_Alltoallv(send.data(), blocks.counts.data(), blocks.displs.data(), mpi_type(o.type), recv.data(),
-                  blocks.counts.data(), blocks.displs.data(), mpi_type(o.type), MPI_COMM_WORLD);
-#else
-    MPI_Alltoall(send.data(), static_cast<int>(c.count), mpi_type(o.type), recv.data(), static_cast<int>(c.count),
-                 mpi_type(o.type), MPI_COMM_WORLD);
-#endif
+    if (kVForm)
+      MPI_Alltoallv(send.data(), blocks.counts.data(), blocks.displs.data(), mpi_type(o.type), recv.data(),
+                    blocks.counts.data(), blocks.displs.data(), mpi_type(o.type), MPI_COMM_WORLD);
+    else
+      MPI_Alltoall(send.data(), static_cast<int>(c.count), mpi_type(o.type), recv.data(), static_cast<int>(c.count),
+                   mpi_type(o.type), MPI_COMM_WORLD);
   };
   c.fill = [&](int it) {
     for (int d = 0; d < nranks; ++d)

@@ -506,9 +506,16 @@ inline Options defaults(Kind kind, Type type) {
 
 namespace bosu {
 
-// The counts and displacements of a v-form call (built with BOSU_V) moving
-// equal blocks: `count` items each, block i at i x count, as OSU's v
-// benchmarks do.
+// Whether this program is the v form of its collective (built with
+// BOSU_V: osu_allgatherv from osu_allgather.cpp and so on).
+#ifdef BOSU_V
+constexpr bool kVForm = true;
+#else
+constexpr bool kVForm = false;
+#endif
+
+// The counts and displacements of a v-form call moving equal blocks:
+// `count` items each, block i at i x count, as OSU's v benchmarks do.
 struct EqualBlocks {
   std::vector<int> counts, displs;
   explicit EqualBlocks(int nranks) : counts(static_cast<size_t>(nranks)), displs(static_cast<size_t>(nranks)) {}

@@ -8,28 +8,22 @@ using namespace bosu;
 
 int main(int argc, char** argv) {
   Options o;
-#ifdef BOSU_V
-  const char *title = "Scatterv Latency", *name = "scatterv";
-#else
-  const char *title = "Scatter Latency", *name = "scatter";
-#endif
+  const char* name = kVForm ? "scatterv" : "scatter";
+  const char* title = kVForm ? "Scatterv Latency" : "Scatter Latency";
   if (int st = start_collective(argc, argv, o, title, nullptr); st >= 0) return st;
   const int me = ctx().rank, nranks = ctx().size;
   const size_t esz = type_size(o.type);
   Bytes send(me == 0 ? o.max_size * static_cast<size_t>(nranks) : 1), recv(o.max_size);
   Collective c;
-#ifdef BOSU_V
   EqualBlocks blocks(nranks);
-  c.prepare = [&] { blocks.set(c.count); };
-#endif
+  if (kVForm) c.prepare = [&] { blocks.set(c.count); };
   c.call = [&] {
-#ifdef BOSU_V
-    MPI_Scatterv(send.data(), blocks.counts.data(), blocks.displs.data(), mpi_type(o.type), recv.data(),
-                 static_cast<int>(c.count), mpi_type(o.type), 0, MPI_COMM_WORLD);
-#else
-    MPI_Scatter(send.data(), static_cast<int>(c.count), mpi_type(o.type), recv.data(), static_cast<int>(c.count),
-                mpi_type(o.type), 0, MPI_COMM_WORLD);
-#endif
+    if (kVForm)
+      MPI_Scatterv(send.data(), blocks.counts.data(), blocks.displs.data(), mpi_type(o.type), recv.data(),
+                   static_cast<int>(c.count), mpi_type(o.type), 0, MPI_COMM_WORLD);
+    else
+      MPI_Scatter(send.data(), static_cast<int>(c.count), mpi_type(o.type), recv.data(), static_cast<int>(c.count),
+                  mpi_type(o.type), 0, MPI_COMM_WORLD);
   };
   c.fill = [&](int it) {
     if (me == 0)
