@@ -168,15 +168,9 @@ int composed_run(Call call, MPI_Comm comm, CommState* cs, MPI_Request* req,
       issue(*c);
       done = c->after_all();
       if (req != nullptr) {
-        ShadowReq* r = shadow_alloc(ReqKind::coll, call);
-        r->cs = cs;
-        ++cs->refs;
-        r->comm = comm;
-        r->r[0] = std::move(done);
+        ShadowReq* r = collective_request(call, comm, cs, std::move(done));
         r->composed = std::move(c);
-        r->active = true;
-        flight_add(r);
-        *req = as_request(r);
+        start_collective_request(r, req);
         return MPI_SUCCESS;
       }
     } catch (...) {

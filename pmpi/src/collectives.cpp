@@ -164,6 +164,21 @@ void wait_collective(Request& dev) {
   }
 }
 
+ShadowReq* collective_request(Call call, MPI_Comm comm, CommState* cs, RequestPtr dev) {
+  ShadowReq* r = shadow_alloc(ReqKind::coll, call);
+  r->cs = cs;
+  ++cs->refs;
+  r->comm = comm;
+  r->r[0] = std::move(dev);
+  return r;
+}
+
+void start_collective_request(ShadowReq* r, MPI_Request* req) {
+  r->active = true;
+  flight_add(r);  // completes in a progress round, at once when it has no device work
+  *req = as_request(r);
+}
+
 namespace {
 
 // Issues the call built by `issue` (under mu) and either returns a shadow
@@ -182,11 +197,7 @@ int run(Call call, MPI_Comm comm, CommState* cs, MPI_Request* req, Issue&& issue
     try {
       dev = issue(held, post);
       if (req != nullptr) {
-        ShadowReq* r = shadow_alloc(ReqKind::coll, call);
-        r->cs = cs;
-        ++cs->refs;
-        r->comm = comm;
-        r->r[0] = std::move(dev);
+        ShadowReq* r = collective_request(call, comm, cs, std::move(dev));
         std::swap(r->held.b, held.b);
         std::swap(r->held.s, held.s);
         r->post = post;
@@ -195,9 +206,7 @@ int run(Call call, MPI_Comm comm, CommState* cs, MPI_Request* req, Issue&& issue
           r->type_ref = type_hold(post.type);
           if (r->type_ref != MPI_DATATYPE_NULL) r->post.type = r->type_ref;
         }
-        r->active = true;
-        flight_add(r);
-        *req = as_request(r);
+        start_collective_request(r, req);
         return MPI_SUCCESS;
       }
     } catch (...) {
