@@ -148,8 +148,8 @@ bool block(std::vector<Transfer>& out, int peer, uint32_t tag, const void* base,
 
 MPI_Aint extent_of(MPI_Datatype type) { return type == MPI_DATATYPE_NULL ? 0 : type_info(type).extent; }
 
-// Blocks of a v form: counts[i] items at displs[i] extents of `type`.
-bool v_blocks(std::vector<Transfer>& out, const std::vector<int>& peers, const std::vector<uint32_t>& tags,
+// Listed blocks, v form: counts[i] items at displs[i] extents of `type`.
+bool listed_blocks(std::vector<Transfer>& out, const std::vector<int>& peers, const std::vector<uint32_t>& tags,
               const void* buf, const int counts[], const int displs[], MPI_Datatype type) {
   const MPI_Aint ext = extent_of(type);
   for (size_t i = 0; i < peers.size(); ++i)
@@ -157,13 +157,27 @@ bool v_blocks(std::vector<Transfer>& out, const std::vector<int>& peers, const s
   return true;
 }
 
-// Blocks of a w form: counts[i] items of types[i] at displs[i] bytes.
+// Listed blocks, w form: counts[i] items of types[i] at displs[i] bytes.
 template <typename Displ>
-bool w_blocks(std::vector<Transfer>& out, const std::vector<int>& peers, const std::vector<uint32_t>& tags,
+bool listed_blocks(std::vector<Transfer>& out, const std::vector<int>& peers, const std::vector<uint32_t>& tags,
               const void* buf, const int counts[], const Displ displs[], const MPI_Datatype types[]) {
   for (size_t i = 0; i < peers.size(); ++i)
     if (!block(out, peers[i], tags[i], buf, static_cast<MPI_Aint>(displs[i]), counts[i], types[i])) return false;
   return true;
+}
+
+// What Neighbor_alltoallv and Neighbor_alltoallw describe: blocks listed
+// (v or w form) to the destinations and from the sources; MPI_IN_PLACE is
+// not allowed.
+template <typename Displ, typename Types>
+auto neighbor_lists(const void* sbuf, const int scounts[], const Displ sdispls[], Types stypes, void* rbuf,
+                    const int rcounts[], const Displ rdispls[], Types rtypes) {
+  return [=](const Verdict& v, Exchange& x) {
+    const Neighborhood& nb = *v.nb;
+    return sbuf != MPI_IN_PLACE &&
+           listed_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, scounts, sdispls, stypes) &&
+           listed_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcounts, rdispls, rtypes);
+  };
 }
 
 // Blocks of equal size: count items of `type`, block i at i * `stride` bytes.
@@ -206,7 +220,7 @@ int coll_neighbor_allgather(Call call, const void* sbuf, int scount, MPI_Datatyp
     const std::vector<int> repeated(nb.destinations.size(), 0);
     const std::vector<int> same_count(nb.destinations.size(), scount);
     return sbuf != MPI_IN_PLACE &&
-           v_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, same_count.data(), repeated.data(), stype) &&
+           listed_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, same_count.data(), repeated.data(), stype) &&
            equal_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcount, rtype, rcount * extent_of(rtype));
   };
   return exchange_call(call, comm, req, true, true, scount, stype, describe, [&] {
@@ -223,8 +237,8 @@ int coll_neighbor_allgatherv(Call call, const void* sbuf, int scount, MPI_Dataty
     const std::vector<int> repeated(nb.destinations.size(), 0);
     const std::vector<int> same_count(nb.destinations.size(), scount);
     return sbuf != MPI_IN_PLACE &&
-           v_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, same_count.data(), repeated.data(), stype) &&
-           v_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcounts, rdispls, rtype);
+           listed_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, same_count.data(), repeated.data(), stype) &&
+           listed_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcounts, rdispls, rtype);
   };
   return exchange_call(call, comm, req, true, false, scount, stype, describe, [&] {
     return req ? PMPI_Ineighbor_allgatherv(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req)
@@ -250,12 +264,7 @@ int coll_neighbor_alltoall(Call call, const void* sbuf, int scount, MPI_Datatype
 int coll_neighbor_alltoallv(Call call, const void* sbuf, const int scounts[], const int sdispls[],
                             MPI_Datatype stype, void* rbuf, const int rcounts[], const int rdispls[],
                             MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
-  auto describe = [&](const Verdict& v, Exchange& x) {
-    const Neighborhood& nb = *v.nb;
-    return sbuf != MPI_IN_PLACE &&
-           v_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, scounts, sdispls, stype) &&
-           v_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcounts, rdispls, rtype);
-  };
+  auto describe = neighbor_lists(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype);
   return exchange_call(call, comm, req, true, false, 0, stype, describe, [&] {
     return req ? PMPI_Ineighbor_alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req)
                : PMPI_Neighbor_alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
@@ -265,12 +274,7 @@ int coll_neighbor_alltoallv(Call call, const void* sbuf, const int scounts[], co
 int coll_neighbor_alltoallw(Call call, const void* sbuf, const int scounts[], const MPI_Aint sdispls[],
                             const MPI_Datatype stypes[], void* rbuf, const int rcounts[], const MPI_Aint rdispls[],
                             const MPI_Datatype rtypes[], MPI_Comm comm, MPI_Request* req) {
-  auto describe = [&](const Verdict& v, Exchange& x) {
-    const Neighborhood& nb = *v.nb;
-    return sbuf != MPI_IN_PLACE &&
-           w_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, scounts, sdispls, stypes) &&
-           w_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcounts, rdispls, rtypes);
-  };
+  auto describe = neighbor_lists(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes);
   return exchange_call(call, comm, req, true, false, 0, MPI_DATATYPE_NULL, describe, [&] {
     return req ? PMPI_Ineighbor_alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req)
                : PMPI_Neighbor_alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
@@ -286,9 +290,9 @@ int coll_alltoallw(Call call, const void* sbuf, const int scounts[], const int s
     const std::vector<uint32_t> tags(peers.size(), kAlltoallwTag);
     // In place, every rank sends the blocks its receive buffer describes.
     x.in_place = sbuf == MPI_IN_PLACE;
-    const bool ok = x.in_place ? w_blocks(x.sends, peers, tags, rbuf, rcounts, rdispls, rtypes)
-                               : w_blocks(x.sends, peers, tags, sbuf, scounts, sdispls, stypes);
-    return ok && w_blocks(x.recvs, peers, tags, rbuf, rcounts, rdispls, rtypes);
+    const bool ok = x.in_place ? listed_blocks(x.sends, peers, tags, rbuf, rcounts, rdispls, rtypes)
+                               : listed_blocks(x.sends, peers, tags, sbuf, scounts, sdispls, stypes);
+    return ok && listed_blocks(x.recvs, peers, tags, rbuf, rcounts, rdispls, rtypes);
   };
   return exchange_call(call, comm, req, false, false, 0, MPI_DATATYPE_NULL, describe, [&] {
     return req ? PMPI_Ialltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req)
