@@ -506,27 +506,6 @@ inline Options defaults(Kind kind, Type type) {
 
 namespace bosu {
 
-// Whether this program is the v form of its collective (built with
-// BOSU_V: osu_allgatherv from osu_allgather.cpp and so on).
-#ifdef BOSU_V
-constexpr bool kVForm = true;
-#else
-constexpr bool kVForm = false;
-#endif
-
-// The counts and displacements of a v-form call moving equal blocks:
-// `count` items each, block i at i x count, as OSU's v benchmarks do.
-struct EqualBlocks {
-  std::vector<int> counts, displs;
-  explicit EqualBlocks(int nranks) : counts(static_cast<size_t>(nranks)), displs(static_cast<size_t>(nranks)) {}
-  void set(size_t count) {
-    for (size_t s = 0; s < counts.size(); ++s) {
-      counts[s] = static_cast<int>(count);
-      displs[s] = static_cast<int>(count) * static_cast<int>(s);
-    }
-  }
-};
-
 // One collective benchmark: the call, and how to set up and (for -c) check data.
 struct Collective {
   size_t count = 0;  // element count of the current size argument (set by run_sized)
