@@ -166,20 +166,6 @@ bool listed_blocks(std::vector<Transfer>& out, const std::vector<int>& peers, co
   return true;
 }
 
-// What Neighbor_alltoallv and Neighbor_alltoallw describe: blocks listed
-// (v or w form) to the destinations and from the sources; MPI_IN_PLACE is
-// not allowed.
-template <typename Displ, typename Types>
-auto neighbor_lists(const void* sbuf, const int scounts[], const Displ sdispls[], Types stypes, void* rbuf,
-                    const int rcounts[], const Displ rdispls[], Types rtypes) {
-  return [=](const Verdict& v, Exchange& x) {
-    const Neighborhood& nb = *v.nb;
-    return sbuf != MPI_IN_PLACE &&
-           listed_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, scounts, sdispls, stypes) &&
-           listed_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcounts, rdispls, rtypes);
-  };
-}
-
 // Blocks of equal size: count items of `type`, block i at i * `stride` bytes.
 bool equal_blocks(std::vector<Transfer>& out, const std::vector<int>& peers, const std::vector<uint32_t>& tags,
                   const void* buf, int count, MPI_Datatype type, MPI_Aint stride) {
@@ -209,6 +195,25 @@ int exchange_call(Call call, MPI_Comm comm, MPI_Request* req, bool topology, boo
   if (equal) v.why = check_equal_blocks(call, v.why, scount, stype);
   if (!offload(scope, v.why, x.send_bytes(), comm)) return native();
   return exchange_run(call, comm, v.cs, x, req);
+}
+
+// Neighbor_alltoallv and Neighbor_alltoallw: blocks listed (v or w form)
+// to the destinations and from the sources; MPI_IN_PLACE is not allowed,
+// byte thresholds do not apply. `native` and `inative`: the PMPI calls.
+template <typename Displ, typename Types, typename Native, typename INative>
+int neighbor_lists_call(Call call, const void* sbuf, const int scounts[], const Displ sdispls[], Types stypes,
+                        void* rbuf, const int rcounts[], const Displ rdispls[], Types rtypes, MPI_Comm comm,
+                        MPI_Request* req, Native native, INative inative) {
+  auto describe = [&](const Verdict& v, Exchange& x) {
+    const Neighborhood& nb = *v.nb;
+    return sbuf != MPI_IN_PLACE &&
+           listed_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, scounts, sdispls, stypes) &&
+           listed_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcounts, rdispls, rtypes);
+  };
+  return exchange_call(call, comm, req, true, false, 0, MPI_DATATYPE_NULL, describe, [&] {
+    return req ? inative(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req)
+               : native(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
+  });
 }
 
 }  // namespace
@@ -264,21 +269,15 @@ int coll_neighbor_alltoall(Call call, const void* sbuf, int scount, MPI_Datatype
 int coll_neighbor_alltoallv(Call call, const void* sbuf, const int scounts[], const int sdispls[],
                             MPI_Datatype stype, void* rbuf, const int rcounts[], const int rdispls[],
                             MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
-  auto describe = neighbor_lists(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype);
-  return exchange_call(call, comm, req, true, false, 0, stype, describe, [&] {
-    return req ? PMPI_Ineighbor_alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req)
-               : PMPI_Neighbor_alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
-  });
+  return neighbor_lists_call(call, sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req,
+                             PMPI_Neighbor_alltoallv, PMPI_Ineighbor_alltoallv);
 }
 
 int coll_neighbor_alltoallw(Call call, const void* sbuf, const int scounts[], const MPI_Aint sdispls[],
                             const MPI_Datatype stypes[], void* rbuf, const int rcounts[], const MPI_Aint rdispls[],
                             const MPI_Datatype rtypes[], MPI_Comm comm, MPI_Request* req) {
-  auto describe = neighbor_lists(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes);
-  return exchange_call(call, comm, req, true, false, 0, MPI_DATATYPE_NULL, describe, [&] {
-    return req ? PMPI_Ineighbor_alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req)
-               : PMPI_Neighbor_alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
-  });
+  return neighbor_lists_call(call, sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req,
+                             PMPI_Neighbor_alltoallw, PMPI_Ineighbor_alltoallw);
 }
 
 int coll_alltoallw(Call call, const void* sbuf, const int scounts[], const int sdispls[],
