@@ -222,10 +222,9 @@ int coll_neighbor_allgather(Call call, const void* sbuf, int scount, MPI_Datatyp
                             MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
   auto describe = [&](const Verdict& v, Exchange& x) {
     const Neighborhood& nb = *v.nb;
-    const std::vector<int> repeated(nb.destinations.size(), 0);
-    const std::vector<int> same_count(nb.destinations.size(), scount);
+    // Every destination gets the one send block (a stride of 0).
     return sbuf != MPI_IN_PLACE &&
-           listed_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, same_count.data(), repeated.data(), stype) &&
+           equal_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, scount, stype, 0) &&
            equal_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcount, rtype, rcount * extent_of(rtype));
   };
   return exchange_call(call, comm, req, true, true, scount, stype, describe, [&] {
@@ -239,10 +238,9 @@ int coll_neighbor_allgatherv(Call call, const void* sbuf, int scount, MPI_Dataty
                              MPI_Request* req) {
   auto describe = [&](const Verdict& v, Exchange& x) {
     const Neighborhood& nb = *v.nb;
-    const std::vector<int> repeated(nb.destinations.size(), 0);
-    const std::vector<int> same_count(nb.destinations.size(), scount);
+    // Every destination gets the one send block (a stride of 0).
     return sbuf != MPI_IN_PLACE &&
-           listed_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, same_count.data(), repeated.data(), stype) &&
+           equal_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, scount, stype, 0) &&
            listed_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcounts, rdispls, rtype);
   };
   return exchange_call(call, comm, req, true, false, scount, stype, describe, [&] {
