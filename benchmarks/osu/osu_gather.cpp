@@ -1,29 +1,32 @@
 // SPDX-License-Identifier: Apache-2.0
 // OSU-style MPI_Gather latency to root 0; size = bytes each rank contributes.
-#include "osu_common.hpp"
+// Built a second time with BOSU_V as osu_gatherv (MPI_Gatherv, equal counts,
+// blocks at i x count, as OSU's osu_gatherv).
+#include "osu_blocks.hpp"
 
 using namespace bosu;
 
 int main(int argc, char** argv) {
-  Options o;
-  if (int st = start_collective(argc, argv, o, "Gather Latency", nullptr); st >= 0) return st;
-  const int me = ctx().rank, nranks = ctx().size;
-  const size_t esz = type_size(o.type);
-  Bytes send(o.max_size), recv(me == 0 ? o.max_size * static_cast<size_t>(nranks) : 1);
-  Collective c;
-  c.call = [&] {
-    MPI_Gather(send.data(), static_cast<int>(c.count), mpi_type(o.type), recv.data(), static_cast<int>(c.count),
-               mpi_type(o.type), 0, MPI_COMM_WORLD);
+  BlockBench b;
+  if (int st = b.start(argc, argv, kVForm ? "Gatherv Latency" : "Gather Latency"); st >= 0) return st;
+  const MPI_Datatype type = mpi_type(b.o.type);
+  Bytes send(b.o.max_size), recv(b.me == 0 ? b.o.max_size * static_cast<size_t>(b.nranks) : 1);
+  b.c.call = [&] {
+    const int count = static_cast<int>(b.c.count);
+    if (kVForm)
+      MPI_Gatherv(send.data(), count, type, recv.data(), b.blocks.counts.data(), b.blocks.displs.data(), type, 0,
+                  MPI_COMM_WORLD);
+    else
+      MPI_Gather(send.data(), count, type, recv.data(), count, type, 0, MPI_COMM_WORLD);
   };
-  c.fill = [&](int it) {
-    fill(o.type, send.data(), c.count, me, 0, it);
-    if (me == 0) clear(recv.data(), c.count * esz * static_cast<size_t>(nranks));
+  b.c.fill = [&](int it) {
+    fill(b.o.type, send.data(), b.c.count, b.me, 0, it);
+    if (b.me == 0) clear(recv.data(), b.bytes(b.nranks));
   };
-  c.check = [&](int it) {
-    if (me != 0) return;
-    for (int s = 0; s < nranks; ++s)
-      check(o.type, recv.data() + static_cast<size_t>(s) * c.count * esz, c.count, s, 0, it, 1, "gather");
+  b.c.check = [&](int it) {
+    if (b.me != 0) return;
+    for (int s = 0; s < b.nranks; ++s)
+      check(b.o.type, b.block(recv, s), b.c.count, s, 0, it, 1, kVForm ? "gatherv" : "gather");
   };
-  run_sized(c, o, 1);
-  return finish(o);
+  return b.run();
 }

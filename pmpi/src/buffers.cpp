@@ -168,7 +168,6 @@ void run_post_copy(const PostCopy& p) {
   switch (p.kind) {
     case PostCopy::unpack: unpack_elements(p.src, p.bytes, p.dst, p.count, p.type, p.layout.get()); break;
     case PostCopy::memcpy_: std::memcpy(p.dst, p.src, p.bytes); break;
-    case PostCopy::run_work: p.work->run(); break;
     case PostCopy::none: break;
   }
 }

@@ -37,26 +37,17 @@ struct Held {
   void release();  // mu held
 };
 
-// Completion work of an operation that needs more than one copy step (the
-// blocks of a neighbourhood exchange). It may call MPI (unpack), so it runs
-// on an application thread; it is destroyed with mu held.
-struct PostWork {
-  virtual ~PostWork() = default;
-  virtual void run() = 0;
-};
-
 // A host-side copy step run when an offloaded operation completes: `bytes`
 // of staged data to the user's buffer (unpack: up to `count` items of
-// `type`, a trailing partial item through `layout`; run_work: work->run()).
+// `type`, a trailing partial item through `layout`).
 struct PostCopy {
-  enum Kind : uint8_t { none, unpack, memcpy_, run_work } kind = none;
+  enum Kind : uint8_t { none, unpack, memcpy_ } kind = none;
   void* dst = nullptr;
   const void* src = nullptr;
   size_t bytes = 0;
   int count = 0;
   MPI_Datatype type = MPI_DATATYPE_NULL;
   std::shared_ptr<const TypeLayout> layout;
-  std::shared_ptr<PostWork> work;
 };
 
 // Local (de)serialisation of non-contiguous layouts; `bytes` = signature size

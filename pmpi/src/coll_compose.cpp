@@ -21,14 +21,16 @@ namespace {
 
 uint64_t words_of(uint64_t bytes) { return (bytes + 3) / 4; }
 
-unsigned device_count(uint64_t words) {
+}  // namespace
+
+unsigned Composed::device_words(uint64_t bytes) {
   // The device counts in 32-bit words of 32-bit counts: 16 GiB per block.
-  if (words > UINT_MAX) throw std::length_error("a block of " + std::to_string(words * 4) +
-                                                " bytes is beyond the device's 32-bit count of words");
+  const uint64_t words = words_of(bytes);
+  if (words > UINT_MAX)
+    throw std::length_error("a block of " + std::to_string(bytes) +
+                            " bytes is beyond the device's 32-bit count of words");
   return static_cast<unsigned>(words);
 }
-
-}  // namespace
 
 BaseBuffer& Composed::wrap(const void* ptr, uint64_t elems, dataType dtype) {
   bufs.push_back(host_buffer(ptr, elems, dtype));
@@ -56,20 +58,20 @@ const void* Composed::outgoing_copy(const void* buf, int count, MPI_Datatype typ
   return copy;
 }
 
-void Composed::send_block(const void* words, uint64_t bytes, int peer) {
+void Composed::send_block(const void* words, uint64_t bytes, int peer, uint32_t block_tag) {
   if (bytes == 0) return;
-  const uint64_t n = words_of(bytes);
+  const unsigned n = device_words(bytes);
   BaseBuffer& b = wrap(words, n, dataType::int32);
-  calls.push_back(state().accl->send(b, device_count(n), static_cast<unsigned>(peer), tag, cs->id, false,
-                                     dataType::none, true));
+  calls.push_back(state().accl->send(b, n, static_cast<unsigned>(peer), block_tag, cs->id, false, dataType::none,
+                                     true));
 }
 
-void Composed::recv_typed(void* buf, int count, MPI_Datatype type, uint64_t bytes, int peer) {
+void Composed::recv_typed(void* buf, int count, MPI_Datatype type, uint64_t bytes, int peer, uint32_t block_tag) {
   if (bytes == 0) return;
-  const uint64_t n = words_of(bytes);
+  const unsigned n = device_words(bytes);
   void* land = buf;
   if (bytes % 4 != 0 || !type_info(type).contiguous) {
-    land = stage(n * 4);
+    land = stage(uint64_t{n} * 4);
     if (type_info(type).contiguous) {
       posts.push_back(PostCopy{PostCopy::memcpy_, buf, land, bytes, 0, MPI_DATATYPE_NULL, nullptr});
     } else {
@@ -82,8 +84,8 @@ void Composed::recv_typed(void* buf, int count, MPI_Datatype type, uint64_t byte
     }
   }
   BaseBuffer& b = wrap(land, n, dataType::int32);
-  calls.push_back(state().accl->recv(b, device_count(n), static_cast<unsigned>(peer), tag, cs->id, false,
-                                     dataType::none, true));
+  calls.push_back(state().accl->recv(b, n, static_cast<unsigned>(peer), block_tag, cs->id, false, dataType::none,
+                                     true));
 }
 
 void Composed::copy_typed(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
@@ -103,7 +105,11 @@ void Composed::copy_typed(const void* sbuf, int scount, MPI_Datatype stype, void
   staging_put(s);
 }
 
-RequestPtr Composed::after_all() { return state().accl->nop(true, calls); }
+RequestPtr Composed::after_all() {
+  if (calls.empty()) return nullptr;  // a shadow request without device work completes in the next progress round
+  if (calls.size() == 1) return calls.front();
+  return state().accl->nop(true, calls);
+}
 
 void Composed::finish() {
   for (const PostCopy& p : posts) run_post_copy(p);
@@ -166,15 +172,9 @@ int composed_run(Call call, MPI_Comm comm, CommState* cs, MPI_Request* req,
       issue(*c);
       done = c->after_all();
       if (req != nullptr) {
-        ShadowReq* r = shadow_alloc(ReqKind::coll, call);
-        r->cs = cs;
-        ++cs->refs;
-        r->comm = comm;
-        r->r[0] = std::move(done);
+        ShadowReq* r = collective_request(call, comm, cs, std::move(done));
         r->composed = std::move(c);
-        r->active = true;
-        flight_add(r);
-        *req = as_request(r);
+        start_collective_request(r, req);
         return MPI_SUCCESS;
       }
     } catch (...) {
@@ -195,7 +195,7 @@ int composed_run(Call call, MPI_Comm comm, CommState* cs, MPI_Request* req,
     return raise_error(comm, call, code, text);
   }
   try {
-    wait_collective(*done);
+    if (done) wait_collective(*done);
   } catch (...) {
     code = error_code_from_current_exception(call, &text);
   }

@@ -57,17 +57,26 @@ struct Composed {
   const void* outgoing(const void* buf, int count, MPI_Datatype type, uint64_t bytes);
   // The same, always a copy (an in-place input that receives will overwrite).
   const void* outgoing_copy(const void* buf, int count, MPI_Datatype type, uint64_t bytes);
-  // Sends a block prepared by outgoing() to rank `peer` on this call's tag.
-  void send_block(const void* words, uint64_t bytes, int peer);
+  // Sends a block prepared by outgoing() to rank `peer` on this call's tag
+  // (or on `block_tag`: exchanges tell their blocks apart by tag).
+  void send_block(const void* words, uint64_t bytes, int peer) { send_block(words, bytes, peer, tag); }
+  void send_block(const void* words, uint64_t bytes, int peer, uint32_t block_tag);
   // Receives `count` items of `type` from `peer` (staged and copied out at
   // completion unless the words land in place).
-  void recv_typed(void* buf, int count, MPI_Datatype type, uint64_t bytes, int peer);
+  void recv_typed(void* buf, int count, MPI_Datatype type, uint64_t bytes, int peer) {
+    recv_typed(buf, count, type, bytes, peer, tag);
+  }
+  void recv_typed(void* buf, int count, MPI_Datatype type, uint64_t bytes, int peer, uint32_t block_tag);
   // The block a rank sends itself, copied at once on the host (MPI allows it:
   // the receive buffer is the call's until it completes).
   static void copy_typed(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                          MPI_Datatype rtype, uint64_t bytes);
-  // Runs after every device call issued so far; returns it.
+  // Completes after every device call issued so far; returns it (null when
+  // none was: the call completes at once).
   RequestPtr after_all();
+  // The device's count of words of a block of `bytes` (throws beyond its
+  // 32-bit counts): a check before any device call goes out.
+  static unsigned device_words(uint64_t bytes);
 
   // --- completion ---
   void finish();   // the post copies (application thread when `unpacks`)
@@ -89,15 +98,5 @@ Reason composed_finish(Reason why, Call call, MPI_Comm comm, bool sized, uint64_
 // completed by the progress engine. Errors go through the comm's handler.
 int composed_run(Call call, MPI_Comm comm, CommState* cs, MPI_Request* req,
                  const std::function<void(Composed&)>& issue);
-
-// Accounts the decision; false: the caller runs the native call.
-inline bool composed_offload(CallScope& scope, Reason why, uint64_t bytes, MPI_Comm comm) {
-  if (why != Reason::Offloaded) {
-    scope.native(why, bytes, comm);
-    return false;
-  }
-  scope.offloaded(bytes, comm);
-  return true;
-}
 
 }  // namespace accl::pmpi

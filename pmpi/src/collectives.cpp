@@ -92,16 +92,6 @@ bool valid_root(MPI_Comm comm, CommState* cs, int root, int* rank, int* size) {
   return root >= 0 && root < *size;
 }
 
-// Accounts the decision; false: the caller runs the native call.
-bool offload(CallScope& scope, Reason why, uint64_t bytes, MPI_Comm comm) {
-  if (why != Reason::Offloaded) {
-    scope.native(why, bytes, comm);
-    return false;
-  }
-  scope.offloaded(bytes, comm);
-  return true;
-}
-
 void* pack_to_stage(Held& h, const void* buf, int count, MPI_Datatype type, uint64_t bytes) {
   void* s = h.stage(bytes);
   pack_to(s, bytes, buf, count, type);
@@ -190,6 +180,21 @@ void wait_collective(Request& dev) {
   }
 }
 
+ShadowReq* collective_request(Call call, MPI_Comm comm, CommState* cs, RequestPtr dev) {
+  ShadowReq* r = shadow_alloc(ReqKind::coll, call);
+  r->cs = cs;
+  ++cs->refs;
+  r->comm = comm;
+  r->r[0] = std::move(dev);
+  return r;
+}
+
+void start_collective_request(ShadowReq* r, MPI_Request* req) {
+  r->active = true;
+  flight_add(r);  // completes in a progress round, at once when it has no device work
+  *req = as_request(r);
+}
+
 namespace {
 
 // Issues the call built by `issue` (under mu) and either returns a shadow
@@ -208,11 +213,7 @@ int run(Call call, MPI_Comm comm, CommState* cs, MPI_Request* req, Issue&& issue
     try {
       dev = issue(held, post);
       if (req != nullptr) {
-        ShadowReq* r = shadow_alloc(ReqKind::coll, call);
-        r->cs = cs;
-        ++cs->refs;
-        r->comm = comm;
-        r->r[0] = std::move(dev);
+        ShadowReq* r = collective_request(call, comm, cs, std::move(dev));
         std::swap(r->held.b, held.b);
         std::swap(r->held.s, held.s);
         r->post = post;
@@ -221,9 +222,7 @@ int run(Call call, MPI_Comm comm, CommState* cs, MPI_Request* req, Issue&& issue
           r->type_ref = type_hold(post.type);
           if (r->type_ref != MPI_DATATYPE_NULL) r->post.type = r->type_ref;
         }
-        r->active = true;
-        flight_add(r);
-        *req = as_request(r);
+        start_collective_request(r, req);
         return MPI_SUCCESS;
       }
     } catch (...) {

@@ -8,6 +8,9 @@
 
 namespace accl::pmpi {
 
+struct CommState;
+struct ShadowReq;
+
 int coll_bcast(Call call, void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* req);
 int coll_reduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                 MPI_Comm comm, MPI_Request* req);
@@ -46,6 +49,13 @@ int coll_reduce_scatter_v(Call call, const void* sbuf, void* rbuf, const int* rc
 // Waits for the device request of a blocking offloaded collective, driving
 // the layer's and Open MPI's progress between slices (no lock held).
 void wait_collective(Request& dev);
+
+// The shadow request of a non-blocking offloaded collective whose device
+// work ends with `dev` (mu held; null: none): the caller moves what the
+// call holds into it, then starts it with start_collective_request().
+ShadowReq* collective_request(Call call, MPI_Comm comm, CommState* cs, RequestPtr dev);
+// Puts `r` in flight and hands it to the application as *req (mu held).
+void start_collective_request(ShadowReq* r, MPI_Request* req);
 
 // Whether the caller at `return_address` is Open MPI itself (its components
 // call some MPI_* functions): non-blocking collectives it starts stay native.

@@ -73,7 +73,7 @@ int coll_scan(Call call, const void* sbuf, void* rbuf, int count, MPI_Datatype t
               MPI_Request* req, bool exclusive) {
   CallScope scope(call);
   const ScanArgs a = check_scan(call, count, count, type, op, comm);
-  if (!composed_offload(scope, a.why, a.bytes, comm)) {
+  if (!offload(scope, a.why, a.bytes, comm)) {
     if (exclusive)
       return req ? PMPI_Iexscan(sbuf, rbuf, count, type, op, comm, req)
                  : PMPI_Exscan(sbuf, rbuf, count, type, op, comm);
@@ -132,7 +132,7 @@ int coll_reduce_scatter_v(Call call, const void* sbuf, void* rbuf, const int* rc
     total += rcounts[i];
   }
   ScanArgs a = check_scan(call, valid ? rcounts[rank] : -1, total, type, op, comm);
-  if (!composed_offload(scope, a.why, a.bytes, comm))
+  if (!offload(scope, a.why, a.bytes, comm))
     return req ? PMPI_Ireduce_scatter(sbuf, rbuf, rcounts, type, op, comm, req)
                : PMPI_Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm);
   return composed_run(call, comm, a.cs, req, [&](Composed& c) {

@@ -42,6 +42,34 @@ bool sum_bytes(const int* counts, MPI_Datatype type, int size, uint64_t* total) 
   return true;
 }
 
+// The decision of Gatherv and Scatterv, up to the root's arguments: `own`
+// x `own_type` at `own_buf` is this rank's block (Gatherv's send,
+// Scatterv's receive; MPI_IN_PLACE at the root), `counts` of `vtype` at
+// `displs` the root's blocks.
+struct RootedV {
+  Reason why = Reason::Offloaded;
+  CommState* cs = nullptr;
+  int rank = 0, size = 0;
+  uint64_t bytes = 0;  // this rank's part: its block, the root's total
+  bool is_root = false, in_place = false;
+};
+RootedV decide_rooted_v(Call call, MPI_Comm comm, int root, const void* own_buf, int own, MPI_Datatype own_type,
+                        const int* counts, const int* displs, MPI_Datatype vtype) {
+  RootedV d;
+  d.why = composed_pre(comm, &d.cs, &d.rank, &d.size);
+  if (d.why == Reason::Offloaded && (root < 0 || root >= d.size)) d.why = Reason::BadArgs;
+  d.is_root = d.why == Reason::Offloaded && d.rank == root;
+  d.in_place = d.is_root && own_buf == MPI_IN_PLACE;
+  if (d.why == Reason::Offloaded && !d.in_place) {
+    if (own < 0 || own_type == MPI_DATATYPE_NULL) d.why = Reason::BadArgs;
+    else d.bytes = bytes_of(own, own_type);
+  }
+  if (d.is_root && d.why == Reason::Offloaded && (!sum_bytes(counts, vtype, d.size, &d.bytes) || displs == nullptr))
+    d.why = Reason::BadArgs;
+  d.why = composed_finish(d.why, call, comm, false, d.bytes, &d.cs);
+  return d;
+}
+
 // Allgatherv whose blocks are those of an allgather (equal counts of whole
 // words, block i at i x count): the device's allgather serves it, with its
 // algorithms (one payload for all peers, ring, recursive doubling). The
@@ -72,7 +100,7 @@ int coll_allgatherv(Call call, const void* sbuf, int scount, MPI_Datatype stype,
   const uint64_t own = why == Reason::Offloaded ? bytes_of(rcounts[rank], rtype) : 0;
   if (why == Reason::Offloaded && !in_place && bytes_of(scount, stype) != own) why = Reason::Signature;
   why = composed_finish(why, call, comm, true, total, &cs);
-  if (!composed_offload(scope, why, total, comm))
+  if (!offload(scope, why, total, comm))
     return req ? PMPI_Iallgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, req)
                : PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
   return composed_run(call, comm, cs, req, [&](Composed& c) {
@@ -90,32 +118,19 @@ int coll_allgatherv(Call call, const void* sbuf, int scount, MPI_Datatype stype,
 int coll_gatherv(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, const int* rcounts,
                  const int* displs, MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
-  CommState* cs = nullptr;
-  int rank = 0, size = 0;
-  uint64_t bytes = 0;
-  Reason why = composed_pre(comm, &cs, &rank, &size);
-  if (why == Reason::Offloaded && (root < 0 || root >= size)) why = Reason::BadArgs;
-  const bool is_root = why == Reason::Offloaded && rank == root;
-  const bool in_place = is_root && sbuf == MPI_IN_PLACE;
-  if (why == Reason::Offloaded && !in_place) {
-    if (scount < 0 || stype == MPI_DATATYPE_NULL) why = Reason::BadArgs;
-    else bytes = bytes_of(scount, stype);
-  }
-  if (is_root && why == Reason::Offloaded && (!sum_bytes(rcounts, rtype, size, &bytes) || displs == nullptr))
-    why = Reason::BadArgs;
-  why = composed_finish(why, call, comm, false, bytes, &cs);
-  if (!composed_offload(scope, why, bytes, comm))
+  const RootedV d = decide_rooted_v(call, comm, root, sbuf, scount, stype, rcounts, displs, rtype);
+  if (!offload(scope, d.why, d.bytes, comm))
     return req ? PMPI_Igatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, req)
                : PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm);
-  return composed_run(call, comm, cs, req, [&](Composed& c) {
-    if (!is_root) {
+  return composed_run(call, comm, d.cs, req, [&](Composed& c) {
+    if (!d.is_root) {
       const uint64_t mine = bytes_of(scount, stype);
       c.send_block(c.outgoing(sbuf, scount, stype, mine), mine, root);
       return;
     }
-    for (int p = 0; p < size; ++p)
+    for (int p = 0; p < d.size; ++p)
       if (p != root) c.recv_typed(at(rbuf, displs, p, rtype), rcounts[p], rtype, bytes_of(rcounts[p], rtype), p);
-    if (!in_place)
+    if (!d.in_place)
       Composed::copy_typed(sbuf, scount, stype, at(rbuf, displs, root, rtype), rcounts[root], rtype,
                            bytes_of(scount, stype));
   });
@@ -124,35 +139,22 @@ int coll_gatherv(Call call, const void* sbuf, int scount, MPI_Datatype stype, vo
 int coll_scatterv(Call call, const void* sbuf, const int* scounts, const int* displs, MPI_Datatype stype, void* rbuf,
                   int rcount, MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
-  CommState* cs = nullptr;
-  int rank = 0, size = 0;
-  uint64_t bytes = 0;
-  Reason why = composed_pre(comm, &cs, &rank, &size);
-  if (why == Reason::Offloaded && (root < 0 || root >= size)) why = Reason::BadArgs;
-  const bool is_root = why == Reason::Offloaded && rank == root;
-  const bool in_place = is_root && rbuf == MPI_IN_PLACE;
-  if (why == Reason::Offloaded && !in_place) {
-    if (rcount < 0 || rtype == MPI_DATATYPE_NULL) why = Reason::BadArgs;
-    else bytes = bytes_of(rcount, rtype);
-  }
-  if (is_root && why == Reason::Offloaded && (!sum_bytes(scounts, stype, size, &bytes) || displs == nullptr))
-    why = Reason::BadArgs;
-  why = composed_finish(why, call, comm, false, bytes, &cs);
-  if (!composed_offload(scope, why, bytes, comm))
+  const RootedV d = decide_rooted_v(call, comm, root, rbuf, rcount, rtype, scounts, displs, stype);
+  if (!offload(scope, d.why, d.bytes, comm))
     return req ? PMPI_Iscatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, req)
                : PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm);
-  return composed_run(call, comm, cs, req, [&](Composed& c) {
-    if (!is_root) {
+  return composed_run(call, comm, d.cs, req, [&](Composed& c) {
+    if (!d.is_root) {
       c.recv_typed(rbuf, rcount, rtype, bytes_of(rcount, rtype), root);
       return;
     }
-    for (int p = 0; p < size; ++p) {
+    for (int p = 0; p < d.size; ++p) {
       if (p == root) continue;
       const void* block = at(sbuf, displs, p, stype);
       const uint64_t b = bytes_of(scounts[p], stype);
       c.send_block(c.outgoing(block, scounts[p], stype, b), b, p);
     }
-    if (!in_place)
+    if (!d.in_place)
       Composed::copy_typed(at(sbuf, displs, root, stype), scounts[root], stype, rbuf, rcount, rtype,
                            bytes_of(rcount, rtype));
   });
@@ -173,7 +175,7 @@ int coll_alltoallv(Call call, const void* sbuf, const int* scounts, const int* s
        (!in_place && (!sum_bytes(scounts, stype, size, &sent) || sdispls == nullptr))))
     why = Reason::BadArgs;
   why = composed_finish(why, call, comm, false, bytes, &cs);
-  if (!composed_offload(scope, why, bytes, comm))
+  if (!offload(scope, why, bytes, comm))
     return req ? PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req)
                : PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
   return composed_run(call, comm, cs, req, [&](Composed& c) {

@@ -60,3 +60,13 @@ int with_new_request(F* freq, Fn&& fn) {
   ACCL_PMPI_EXPORT void lname params __attribute__((alias(#lname "_")));                     \
   ACCL_PMPI_EXPORT void lname##__ params __attribute__((alias(#lname "_")));                 \
   ACCL_PMPI_EXPORT void UNAME params __attribute__((alias(#lname "_")));
+
+// A blocking entry point and its MPI_I* form from one list of parameters
+// and one of C arguments (each in parentheses): the I form adds the request
+// and passes the C call a new one (with_new_request).
+#define FORTRAN_UNPAREN(...) __VA_ARGS__
+#define FORTRAN_PAIR(lname, UNAME, cfn, ilname, IUNAME, icfn, params, args)                         \
+  FORTRAN(lname, UNAME, (FORTRAN_UNPAREN params, F* ierr), { *ierr = cfn(FORTRAN_UNPAREN args); })   \
+  FORTRAN(ilname, IUNAME, (FORTRAN_UNPAREN params, F* req, F* ierr), {                                \
+    *ierr = with_new_request(req, [&](MPI_Request* r) { return icfn(FORTRAN_UNPAREN args, r); });     \
+  })

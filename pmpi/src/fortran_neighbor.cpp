@@ -58,55 +58,22 @@ const MPI_Datatype* lasting_types(std::vector<MPI_Datatype>&& types) {
 }
 }  // namespace
 
-#define FORTRAN_NEIGHBOR(lname, UNAME, cfn)                                                              \
-  FORTRAN(lname, UNAME, (void* sbuf, F* scount, F* stype, void* rbuf, F* rcount, F* rtype, F* c, F* ierr), { \
-    *ierr = cfn(fbuf(sbuf), *scount, type(stype), fbuf(rbuf), *rcount, type(rtype), comm(c));                \
-  })
-#define FORTRAN_INEIGHBOR(lname, UNAME, cfn)                                                              \
-  FORTRAN(lname, UNAME,                                                                                   \
-          (void* sbuf, F* scount, F* stype, void* rbuf, F* rcount, F* rtype, F* c, F* req, F* ierr), {    \
-            *ierr = with_new_request(req, [&](MPI_Request* r) {                                           \
-              return cfn(fbuf(sbuf), *scount, type(stype), fbuf(rbuf), *rcount, type(rtype), comm(c), r); \
-            });                                                                                           \
-          })
-FORTRAN_NEIGHBOR(mpi_neighbor_allgather, MPI_NEIGHBOR_ALLGATHER, MPI_Neighbor_allgather)
-FORTRAN_NEIGHBOR(mpi_neighbor_alltoall, MPI_NEIGHBOR_ALLTOALL, MPI_Neighbor_alltoall)
-FORTRAN_INEIGHBOR(mpi_ineighbor_allgather, MPI_INEIGHBOR_ALLGATHER, MPI_Ineighbor_allgather)
-FORTRAN_INEIGHBOR(mpi_ineighbor_alltoall, MPI_INEIGHBOR_ALLTOALL, MPI_Ineighbor_alltoall)
-
-FORTRAN(mpi_neighbor_allgatherv, MPI_NEIGHBOR_ALLGATHERV,
-        (void* sbuf, F* scount, F* stype, void* rbuf, F* rcounts, F* rdispls, F* rtype, F* c, F* ierr), {
-          *ierr = MPI_Neighbor_allgatherv(fbuf(sbuf), *scount, type(stype), fbuf(rbuf), rcounts, rdispls,
-                                          type(rtype), comm(c));
-        })
-FORTRAN(mpi_ineighbor_allgatherv, MPI_INEIGHBOR_ALLGATHERV,
-        (void* sbuf, F* scount, F* stype, void* rbuf, F* rcounts, F* rdispls, F* rtype, F* c, F* req, F* ierr), {
-          *ierr = with_new_request(req, [&](MPI_Request* r) {
-            return MPI_Ineighbor_allgatherv(fbuf(sbuf), *scount, type(stype), fbuf(rbuf), rcounts, rdispls,
-                                            type(rtype), comm(c), r);
-          });
-        })
-
-#define FORTRAN_ALLTOALLV(lname, UNAME, cfn)                                                                      \
-  FORTRAN(lname, UNAME,                                                                                           \
-          (void* sbuf, F* scounts, F* sdispls, F* stype, void* rbuf, F* rcounts, F* rdispls, F* rtype, F* c,     \
-           F* ierr),                                                                                              \
-          {                                                                                                       \
-            *ierr = cfn(fbuf(sbuf), scounts, sdispls, type(stype), fbuf(rbuf), rcounts, rdispls, type(rtype),    \
-                        comm(c));                                                                                 \
-          })
-#define FORTRAN_IALLTOALLV(lname, UNAME, cfn)                                                                     \
-  FORTRAN(lname, UNAME,                                                                                           \
-          (void* sbuf, F* scounts, F* sdispls, F* stype, void* rbuf, F* rcounts, F* rdispls, F* rtype, F* c,     \
-           F* req, F* ierr),                                                                                      \
-          {                                                                                                       \
-            *ierr = with_new_request(req, [&](MPI_Request* r) {                                                   \
-              return cfn(fbuf(sbuf), scounts, sdispls, type(stype), fbuf(rbuf), rcounts, rdispls, type(rtype),   \
-                         comm(c), r);                                                                             \
-            });                                                                                                   \
-          })
-FORTRAN_ALLTOALLV(mpi_neighbor_alltoallv, MPI_NEIGHBOR_ALLTOALLV, MPI_Neighbor_alltoallv)
-FORTRAN_IALLTOALLV(mpi_ineighbor_alltoallv, MPI_INEIGHBOR_ALLTOALLV, MPI_Ineighbor_alltoallv)
+#define FORTRAN_NEIGHBOR(lname, UNAME, cfn, ilname, IUNAME, icfn)                               \
+  FORTRAN_PAIR(lname, UNAME, cfn, ilname, IUNAME, icfn,                                        \
+               (void* sbuf, F* scount, F* stype, void* rbuf, F* rcount, F* rtype, F* c),       \
+               (fbuf(sbuf), *scount, type(stype), fbuf(rbuf), *rcount, type(rtype), comm(c)))
+FORTRAN_NEIGHBOR(mpi_neighbor_allgather, MPI_NEIGHBOR_ALLGATHER, MPI_Neighbor_allgather, mpi_ineighbor_allgather,
+                 MPI_INEIGHBOR_ALLGATHER, MPI_Ineighbor_allgather)
+FORTRAN_NEIGHBOR(mpi_neighbor_alltoall, MPI_NEIGHBOR_ALLTOALL, MPI_Neighbor_alltoall, mpi_ineighbor_alltoall,
+                 MPI_INEIGHBOR_ALLTOALL, MPI_Ineighbor_alltoall)
+FORTRAN_PAIR(mpi_neighbor_allgatherv, MPI_NEIGHBOR_ALLGATHERV, MPI_Neighbor_allgatherv, mpi_ineighbor_allgatherv,
+             MPI_INEIGHBOR_ALLGATHERV, MPI_Ineighbor_allgatherv,
+             (void* sbuf, F* scount, F* stype, void* rbuf, F* rcounts, F* rdispls, F* rtype, F* c),
+             (fbuf(sbuf), *scount, type(stype), fbuf(rbuf), rcounts, rdispls, type(rtype), comm(c)))
+FORTRAN_PAIR(mpi_neighbor_alltoallv, MPI_NEIGHBOR_ALLTOALLV, MPI_Neighbor_alltoallv, mpi_ineighbor_alltoallv,
+             MPI_INEIGHBOR_ALLTOALLV, MPI_Ineighbor_alltoallv,
+             (void* sbuf, F* scounts, F* sdispls, F* stype, void* rbuf, F* rcounts, F* rdispls, F* rtype, F* c),
+             (fbuf(sbuf), scounts, sdispls, type(stype), fbuf(rbuf), rcounts, rdispls, type(rtype), comm(c)))
 
 // The w forms: type arrays translated, one per block of the topology
 // (Open MPI 4.1's own bindings take the communicator size instead, which

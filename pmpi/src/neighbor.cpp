@@ -150,8 +150,8 @@ bool block(std::vector<Transfer>& out, int peer, uint32_t tag, const void* base,
 
 MPI_Aint extent_of(MPI_Datatype type) { return type == MPI_DATATYPE_NULL ? 0 : type_info(type).extent; }
 
-// Blocks of a v form: counts[i] items at displs[i] extents of `type`.
-bool v_blocks(std::vector<Transfer>& out, const std::vector<int>& peers, const std::vector<uint32_t>& tags,
+// Listed blocks, v form: counts[i] items at displs[i] extents of `type`.
+bool listed_blocks(std::vector<Transfer>& out, const std::vector<int>& peers, const std::vector<uint32_t>& tags,
               const void* buf, const int counts[], const int displs[], MPI_Datatype type) {
   const MPI_Aint ext = extent_of(type);
   for (size_t i = 0; i < peers.size(); ++i)
@@ -159,9 +159,9 @@ bool v_blocks(std::vector<Transfer>& out, const std::vector<int>& peers, const s
   return true;
 }
 
-// Blocks of a w form: counts[i] items of types[i] at displs[i] bytes.
+// Listed blocks, w form: counts[i] items of types[i] at displs[i] bytes.
 template <typename Displ>
-bool w_blocks(std::vector<Transfer>& out, const std::vector<int>& peers, const std::vector<uint32_t>& tags,
+bool listed_blocks(std::vector<Transfer>& out, const std::vector<int>& peers, const std::vector<uint32_t>& tags,
               const void* buf, const int counts[], const Displ displs[], const MPI_Datatype types[]) {
   for (size_t i = 0; i < peers.size(); ++i)
     if (!block(out, peers[i], tags[i], buf, static_cast<MPI_Aint>(displs[i]), counts[i], types[i])) return false;
@@ -183,138 +183,120 @@ Reason check_equal_blocks(Call call, Reason why, int count, MPI_Datatype type) {
   return bytes == 0 ? Reason::Count0 : policy_call(call, bytes);
 }
 
-// Accounts the decision; false: the caller runs the native call.
-bool offload(CallScope& scope, Reason why, uint64_t bytes, MPI_Comm comm) {
-  if (why != Reason::Offloaded) {
-    scope.native(why, bytes, comm);
-    return false;
-  }
-  scope.offloaded(bytes, comm);
-  return true;
+// The body all these calls share: the rank-uniform decision, the blocks
+// `describe(v, x)` lists into `x` (false: arguments native MPI must report),
+// for the equal-block calls (`equal` set) the size checks on block `scount`
+// x `stype`, the accounting, then the exchange or `native()`.
+template <typename Describe, typename Native>
+int exchange_call(Call call, MPI_Comm comm, MPI_Request* req, bool topology, bool equal, int scount,
+                  MPI_Datatype stype, Describe&& describe, Native&& native) {
+  CallScope scope(call);
+  Verdict v = decide(call, comm, topology);
+  Exchange x;
+  if (described(v) && !describe(v, x)) v.why = bad_args(v.why);
+  if (equal) v.why = check_equal_blocks(call, v.why, scount, stype);
+  if (!offload(scope, v.why, x.send_bytes(), comm)) return native();
+  return exchange_run(call, comm, v.cs, x, req);
+}
+
+// Neighbor_alltoallv and Neighbor_alltoallw: blocks listed (v or w form)
+// to the destinations and from the sources; MPI_IN_PLACE is not allowed,
+// byte thresholds do not apply. `native` and `inative`: the PMPI calls.
+template <typename Displ, typename Types, typename Native, typename INative>
+int neighbor_lists_call(Call call, const void* sbuf, const int scounts[], const Displ sdispls[], Types stypes,
+                        void* rbuf, const int rcounts[], const Displ rdispls[], Types rtypes, MPI_Comm comm,
+                        MPI_Request* req, Native native, INative inative) {
+  auto describe = [&](const Verdict& v, Exchange& x) {
+    const Neighborhood& nb = *v.nb;
+    return sbuf != MPI_IN_PLACE &&
+           listed_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, scounts, sdispls, stypes) &&
+           listed_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcounts, rdispls, rtypes);
+  };
+  return exchange_call(call, comm, req, true, false, 0, MPI_DATATYPE_NULL, describe, [&] {
+    return req ? inative(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req)
+               : native(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
+  });
 }
 
 }  // namespace
 
 int coll_neighbor_allgather(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                             MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
-  CallScope scope(call);
-  Verdict v = decide(call, comm, true);
-  Exchange x;
-  if (described(v)) {
+  auto describe = [&](const Verdict& v, Exchange& x) {
     const Neighborhood& nb = *v.nb;
-    const std::vector<int> repeated(nb.destinations.size(), 0);
-    const std::vector<int> same_count(nb.destinations.size(), scount);
-    if (sbuf == MPI_IN_PLACE ||
-        !v_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, same_count.data(), repeated.data(), stype) ||
-        !equal_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcount, rtype, rcount * extent_of(rtype)))
-      v.why = bad_args(v.why);
-  }
-  v.why = check_equal_blocks(call, v.why, scount, stype);
-  if (!offload(scope, v.why, x.send_bytes(), comm))
+    // Every destination gets the one send block (a stride of 0).
+    return sbuf != MPI_IN_PLACE &&
+           equal_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, scount, stype, 0) &&
+           equal_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcount, rtype, rcount * extent_of(rtype));
+  };
+  return exchange_call(call, comm, req, true, true, scount, stype, describe, [&] {
     return req ? PMPI_Ineighbor_allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req)
                : PMPI_Neighbor_allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-  return exchange_run(call, comm, v.cs, x, req);
+  });
 }
 
 int coll_neighbor_allgatherv(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf,
                              const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
                              MPI_Request* req) {
-  CallScope scope(call);
-  Verdict v = decide(call, comm, true);
-  Exchange x;
-  if (described(v)) {
+  auto describe = [&](const Verdict& v, Exchange& x) {
     const Neighborhood& nb = *v.nb;
-    const std::vector<int> repeated(nb.destinations.size(), 0);
-    const std::vector<int> same_count(nb.destinations.size(), scount);
-    if (sbuf == MPI_IN_PLACE ||
-        !v_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, same_count.data(), repeated.data(), stype) ||
-        !v_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcounts, rdispls, rtype))
-      v.why = bad_args(v.why);
-  }
-  if (!offload(scope, v.why, x.send_bytes(), comm))
+    // Every destination gets the one send block (a stride of 0).
+    return sbuf != MPI_IN_PLACE &&
+           equal_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, scount, stype, 0) &&
+           listed_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcounts, rdispls, rtype);
+  };
+  return exchange_call(call, comm, req, true, false, scount, stype, describe, [&] {
     return req ? PMPI_Ineighbor_allgatherv(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm, req)
                : PMPI_Neighbor_allgatherv(sbuf, scount, stype, rbuf, rcounts, rdispls, rtype, comm);
-  return exchange_run(call, comm, v.cs, x, req);
+  });
 }
 
 int coll_neighbor_alltoall(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                            MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
-  CallScope scope(call);
-  Verdict v = decide(call, comm, true);
-  Exchange x;
-  if (described(v)) {
+  auto describe = [&](const Verdict& v, Exchange& x) {
     const Neighborhood& nb = *v.nb;
-    if (sbuf == MPI_IN_PLACE ||
-        !equal_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, scount, stype,
-                      scount * extent_of(stype)) ||
-        !equal_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcount, rtype, rcount * extent_of(rtype)))
-      v.why = bad_args(v.why);
-  }
-  v.why = check_equal_blocks(call, v.why, scount, stype);
-  if (!offload(scope, v.why, x.send_bytes(), comm))
+    return sbuf != MPI_IN_PLACE &&
+           equal_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, scount, stype,
+                        scount * extent_of(stype)) &&
+           equal_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcount, rtype, rcount * extent_of(rtype));
+  };
+  return exchange_call(call, comm, req, true, true, scount, stype, describe, [&] {
     return req ? PMPI_Ineighbor_alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req)
                : PMPI_Neighbor_alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-  return exchange_run(call, comm, v.cs, x, req);
+  });
 }
 
 int coll_neighbor_alltoallv(Call call, const void* sbuf, const int scounts[], const int sdispls[],
                             MPI_Datatype stype, void* rbuf, const int rcounts[], const int rdispls[],
                             MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
-  CallScope scope(call);
-  Verdict v = decide(call, comm, true);
-  Exchange x;
-  if (described(v)) {
-    const Neighborhood& nb = *v.nb;
-    if (sbuf == MPI_IN_PLACE ||
-        !v_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, scounts, sdispls, stype) ||
-        !v_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcounts, rdispls, rtype))
-      v.why = bad_args(v.why);
-  }
-  if (!offload(scope, v.why, x.send_bytes(), comm))
-    return req ? PMPI_Ineighbor_alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req)
-               : PMPI_Neighbor_alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
-  return exchange_run(call, comm, v.cs, x, req);
+  return neighbor_lists_call(call, sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req,
+                             PMPI_Neighbor_alltoallv, PMPI_Ineighbor_alltoallv);
 }
 
 int coll_neighbor_alltoallw(Call call, const void* sbuf, const int scounts[], const MPI_Aint sdispls[],
                             const MPI_Datatype stypes[], void* rbuf, const int rcounts[], const MPI_Aint rdispls[],
                             const MPI_Datatype rtypes[], MPI_Comm comm, MPI_Request* req) {
-  CallScope scope(call);
-  Verdict v = decide(call, comm, true);
-  Exchange x;
-  if (described(v)) {
-    const Neighborhood& nb = *v.nb;
-    if (sbuf == MPI_IN_PLACE ||
-        !w_blocks(x.sends, nb.destinations, nb.destination_tags, sbuf, scounts, sdispls, stypes) ||
-        !w_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcounts, rdispls, rtypes))
-      v.why = bad_args(v.why);
-  }
-  if (!offload(scope, v.why, x.send_bytes(), comm))
-    return req ? PMPI_Ineighbor_alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req)
-               : PMPI_Neighbor_alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
-  return exchange_run(call, comm, v.cs, x, req);
+  return neighbor_lists_call(call, sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req,
+                             PMPI_Neighbor_alltoallw, PMPI_Ineighbor_alltoallw);
 }
 
 int coll_alltoallw(Call call, const void* sbuf, const int scounts[], const int sdispls[],
                    const MPI_Datatype stypes[], void* rbuf, const int rcounts[], const int rdispls[],
                    const MPI_Datatype rtypes[], MPI_Comm comm, MPI_Request* req) {
-  CallScope scope(call);
-  Verdict v = decide(call, comm, false);
-  Exchange x;
-  if (described(v)) {
+  auto describe = [&](const Verdict& v, Exchange& x) {
     std::vector<int> peers(static_cast<size_t>(v.cs->size));
     for (int i = 0; i < v.cs->size; ++i) peers[static_cast<size_t>(i)] = i;
     const std::vector<uint32_t> tags(peers.size(), kAlltoallwTag);
     // In place, every rank sends the blocks its receive buffer describes.
     x.in_place = sbuf == MPI_IN_PLACE;
-    const bool ok = x.in_place ? w_blocks(x.sends, peers, tags, rbuf, rcounts, rdispls, rtypes)
-                               : w_blocks(x.sends, peers, tags, sbuf, scounts, sdispls, stypes);
-    if (!ok || !w_blocks(x.recvs, peers, tags, rbuf, rcounts, rdispls, rtypes)) v.why = bad_args(v.why);
-  }
-  if (!offload(scope, v.why, x.send_bytes(), comm))
+    const bool ok = x.in_place ? listed_blocks(x.sends, peers, tags, rbuf, rcounts, rdispls, rtypes)
+                               : listed_blocks(x.sends, peers, tags, sbuf, scounts, sdispls, stypes);
+    return ok && listed_blocks(x.recvs, peers, tags, rbuf, rcounts, rdispls, rtypes);
+  };
+  return exchange_call(call, comm, req, false, false, 0, MPI_DATATYPE_NULL, describe, [&] {
     return req ? PMPI_Ialltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req)
                : PMPI_Alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
-  return exchange_run(call, comm, v.cs, x, req);
+  });
 }
 
 }  // namespace accl::pmpi

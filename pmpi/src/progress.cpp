@@ -102,7 +102,7 @@ void progress_request(ShadowReq* r) {
   }
   if (pending) return;
   // Unpacking into a derived datatype calls MPI: an application thread's round does it.
-  if ((r->post.kind == PostCopy::unpack || r->post.kind == PostCopy::run_work || (r->composed && r->composed->unpacks)) &&
+  if ((r->post.kind == PostCopy::unpack || (r->composed && r->composed->unpacks)) &&
       on_progress_thread())
     return;
   finish_request(r);

@@ -39,4 +39,14 @@ class CallScope {
   std::chrono::steady_clock::time_point start_;
 };
 
+// Accounts an offload decision; false: the caller runs the native call.
+inline bool offload(CallScope& scope, Reason why, uint64_t bytes, MPI_Comm comm) {
+  if (why != Reason::Offloaded) {
+    scope.native(why, bytes, comm);
+    return false;
+  }
+  scope.offloaded(bytes, comm);
+  return true;
+}
+
 }  // namespace accl::pmpi
