@@ -59,7 +59,14 @@ Group call_group(Call c);
 const char* reason_text(Reason r);
 bool reason_benign(Reason r);
 
-// Decides the byte-threshold and call-list part of the policy (policy.cpp).
-Reason policy_call(Call call, uint64_t bytes);
+// Decides the settings part of the policy (policy.cpp): call list,
+// ACCL_POLICY with its tuning table, byte thresholds. `ranks` is the
+// communicator's size.
+Reason policy_call(Call call, uint64_t ranks, uint64_t bytes);
+// Whether point-to-point on a communicator of `ranks` members may be
+// offloaded by ACCL_POLICY (decided once, when the communicator is made).
+bool policy_p2p(uint64_t ranks);
+// A digest of every input of those decisions: equal on ranks that decide alike.
+uint64_t policy_digest();
 
 }  // namespace accl::pmpi

@@ -50,7 +50,10 @@ Reason p2p_route(MPI_Comm comm, CommState** cs) {
   *cs = comm_for_p2p(comm);
   if (*cs != nullptr) return Reason::Offloaded;
   CommState* known = comm_lookup(comm);
-  if (known != nullptr) return known->accl ? Reason::P2pNative : known->native_reason;
+  if (known != nullptr) {
+    if (!known->accl) return known->native_reason;
+    return policy_p2p(static_cast<uint64_t>(known->size)) ? Reason::P2pNative : Reason::Policy;
+  }
   if (comm == MPI_COMM_NULL) return Reason::BadArgs;
   int inter = 0, size = 0;
   PMPI_Comm_test_inter(comm, &inter);
