@@ -27,8 +27,8 @@ using nlohmann::json;
 
 constexpr const char* kFormat = "accl-tuning-1";
 constexpr const char* kAllowed =
-    "a JSON tuning file of format accl-tuning-1 (pmpi/README.md, \"Tuning file\"; tools/accl-tune writes one), "
-    "or empty for the shipped default";
+    "a JSON tuning file of format accl-tuning-1 (pmpi/README.md, \"Offload policy and tuning file\"; "
+    "tools/accl-tune writes one), or empty for the shipped default";
 
 [[noreturn]] void fail(const std::string& path, const std::string& problem) {
   throw config::SettingError("ACCL_TUNING_FILE", path, problem, kAllowed);

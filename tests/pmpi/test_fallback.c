@@ -184,7 +184,8 @@ static void policy(const char* mode) {
   /* point-to-point: decided per communicator, when it is made */
   const int p2p = all || (table && size == 2);
   if (t_rank == 0) DECIDED(p2p, "MPI_Send", CHECK_RC(MPI_Send(small, 4, MPI_FLOAT, 1, 7, MPI_COMM_WORLD)));
-  if (t_rank == 1) DECIDED(p2p, "MPI_Recv", CHECK_RC(MPI_Recv(so, 4, MPI_FLOAT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE)));
+  if (t_rank == 1)
+    DECIDED(p2p, "MPI_Recv", CHECK_RC(MPI_Recv(so, 4, MPI_FLOAT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE)));
   if (t_rank == 1) CHECK(so[0] == 1.0f && so[3] == 4.0f, "received data");
 }
 
