@@ -4,6 +4,7 @@
 writes passes the layer's own check (accl-info --check-settings with ACCL_TUNING_FILE).
 
 check_accl_tune.py ACCL_TUNE ACCL_INFO
+check_accl_tune.py --shipped ACCL_TUNE SHIPPED_JSON MEASURED_JSON REFERENCE_CSV
 """
 import json
 import os
@@ -20,7 +21,29 @@ def config(bench, np_, native, offload):
             "offload": {str(s): v for s, v in zip(SIZES, offload)}}
 
 
+def shipped_default(tune, shipped, measured, reference):
+    """The shipped file's decisions are what accl-tune makes of the measurements it was written from."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "tuning.json")
+        with open(shipped) as f:
+            doc = json.load(f)
+        r = subprocess.run([sys.executable, tune, "--from-raw", measured, "--agree-with", reference, "--margin",
+                            str(doc["measured"]["margin"]), "--out", out], capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            print(r.stdout, r.stderr)
+            return 1
+        with open(out) as f:
+            again = json.load(f)
+    ok = (again["rules"], again["default"]) == (doc["rules"], doc["default"])
+    if not ok:
+        print("%s differs from accl-tune --from-raw %s:\n%s" % (shipped, measured, json.dumps(again["rules"], indent=1)))
+    print("check_accl_tune shipped default: %s" % ("passed" if ok else "FAILED"))
+    return 0 if ok else 1
+
+
 def main():
+    if sys.argv[1] == "--shipped":
+        return shipped_default(*sys.argv[2:6])
     tune, info = sys.argv[1], sys.argv[2]
     raw = {"rounds": 2, "seconds": 1, "load": [0, 0, 0], "load_end": [0, 0, 0], "configs": [
         # allreduce np2: offloaded 2x faster from 16 B on, except a lone win at 4 B (smoothing drops it)
