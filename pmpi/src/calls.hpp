@@ -68,5 +68,8 @@ Reason policy_call(Call call, uint64_t ranks, uint64_t bytes);
 bool policy_p2p(uint64_t ranks);
 // A digest of every input of those decisions: equal on ranks that decide alike.
 uint64_t policy_digest();
+// Why a call runs natively when the layer has no device: ACCL_OFFLOAD=off,
+// ACCL_POLICY=native (which starts none), or no device.
+Reason inactive_reason();
 
 }  // namespace accl::pmpi

@@ -44,7 +44,7 @@ namespace {
 
 Reason pre(MPI_Comm comm, CommState** cs) {
   State& st = state();
-  if (!st.active) return st.s.offload ? Reason::NoDevice : Reason::Disabled;
+  if (!st.active) return inactive_reason();
   return comm_check(comm, cs);
 }
 

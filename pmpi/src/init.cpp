@@ -416,13 +416,16 @@ void bring_up() {
   // The device start-up is collective over the private communicator, so
   // the ranks agree first whether to start one: a rank whose own settings
   // say native (ACCL_OFFLOAD=off, ACCL_DEVICE=none; an MPMD launch may give
-  // it those) would otherwise leave the others waiting for it.
-  const int wants_device = st.s.offload && st.s.device != "none" ? 1 : 0;
+  // it those) would otherwise leave the others waiting for it. ACCL_POLICY=native
+  // offloads nothing, so it starts no device either (the ranks agreed on the
+  // policy above).
+  const int wants_device = st.s.offload && st.s.device != "none" && st.s.policy != tuning::Policy::native ? 1 : 0;
   int all_want_device = 0;
   PMPI_Allreduce(&wants_device, &all_want_device, 1, MPI_INT, MPI_MIN, st.private_comm);
   if (all_want_device) start_device();
   else if (wants_device) device_unavailable("another rank runs natively (ACCL_OFFLOAD=off or ACCL_DEVICE=none there)");
-  else if (st.s.offload && st.s.fallback == FallbackMode::error && st.world_rank == 0)
+  else if (st.s.offload && st.s.policy != tuning::Policy::native && st.s.fallback == FallbackMode::error &&
+           st.world_rank == 0)
     warn("ACCL_DEVICE=none: every call runs natively");
   comm_registry_init();
   if (st.world != nullptr && st.world->p2p) {

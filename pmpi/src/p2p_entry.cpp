@@ -44,7 +44,7 @@ constexpr int kMaxDetached = 1024;
 Reason p2p_route(MPI_Comm comm, CommState** cs) {
   State& st = state();
   *cs = nullptr;
-  if (!st.active) return st.s.offload ? Reason::NoDevice : Reason::Disabled;
+  if (!st.active) return inactive_reason();
   if (!st.s.p2p) return Reason::Excluded;
   if (!st.can_p2p) return st.public_firmware ? Reason::PublicP2p : Reason::DeviceCap;
   *cs = comm_for_p2p(comm);

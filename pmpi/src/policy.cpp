@@ -60,6 +60,12 @@ bool policy_p2p(uint64_t ranks) {
          s.table.offloads(static_cast<size_t>(Call::Recv), ranks, 0);
 }
 
+Reason inactive_reason() {
+  const Settings& s = state().s;
+  if (!s.offload) return Reason::Disabled;
+  return s.policy == tuning::Policy::native ? Reason::Policy : Reason::NoDevice;
+}
+
 uint64_t policy_digest() {
   const Settings& s = state().s;
   uint64_t h = s.policy == tuning::Policy::automatic ? s.table.digest() : 0;

@@ -65,6 +65,17 @@ TEST(TuningFile, TheShippedDefaultIsFoundInTheBuildTreeAndParses) {
   EXPECT_EQ(tuning::selected_path(), path);
 }
 
+TEST(TuningFile, ThePolicyIsAutoUnlessSet) {
+  {
+    ScopedEnv unset("ACCL_POLICY", "");  // empty = unset
+    EXPECT_EQ(tuning::policy(), tuning::Policy::automatic);
+  }
+  ScopedEnv native("ACCL_POLICY", "native");
+  EXPECT_EQ(tuning::policy(), tuning::Policy::native);
+  ScopedEnv offload("ACCL_POLICY", "offload");
+  EXPECT_EQ(tuning::policy(), tuning::Policy::offload);
+}
+
 TEST(TuningFile, TheFirstRuleThatHoldsDecides) {
   const tuning::Table t = tuning::load(kDir + "/policy.json");
   // allreduce native by its own rule, although a later rule offloads it
