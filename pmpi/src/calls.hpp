@@ -63,6 +63,10 @@ bool reason_benign(Reason r);
 // ACCL_POLICY with its tuning table, byte thresholds. `ranks` is the
 // communicator's size.
 Reason policy_call(Call call, uint64_t ranks, uint64_t bytes);
+// The same for a call whose bytes no rank knows for all (gatherv, scatterv,
+// alltoallv): thresholds cannot apply, and the table must offload it at every
+// size for it to be offloaded.
+Reason policy_unsized(Call call, uint64_t ranks);
 // Whether point-to-point on a communicator of `ranks` members may be
 // offloaded by ACCL_POLICY (decided once, when the communicator is made).
 bool policy_p2p(uint64_t ranks);

@@ -49,6 +49,16 @@ Reason policy_call(Call call, uint64_t ranks, uint64_t bytes) {
   return Reason::Offloaded;
 }
 
+Reason policy_unsized(Call call, uint64_t ranks) {
+  const Settings& s = state().s;
+  const size_t i = static_cast<size_t>(call);
+  if (!s.enabled[i]) return Reason::Excluded;
+  if (s.policy == tuning::Policy::native) return Reason::Policy;
+  if (s.policy == tuning::Policy::automatic && !s.thresholds_set[i])
+    return s.table.offloads_every_size(i, ranks) ? Reason::Offloaded : Reason::Policy;
+  return Reason::Offloaded;
+}
+
 bool policy_p2p(uint64_t ranks) {
   const Settings& s = state().s;
   switch (s.policy) {

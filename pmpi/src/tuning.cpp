@@ -123,6 +123,15 @@ bool Table::offloads(size_t call, uint64_t ranks, uint64_t bytes) const {
   return default_offload;
 }
 
+bool Table::offloads_every_size(size_t call, uint64_t ranks) const {
+  for (const Rule& r : rules) {
+    if (call >= r.calls.size() || !r.calls[call] || ranks < r.min_ranks || ranks > r.max_ranks) continue;
+    if (!r.offload) return false;  // native at some size
+    if (r.min_bytes == 0 && r.max_bytes == UINT64_MAX) return true;  // every size left
+  }
+  return default_offload;
+}
+
 uint64_t Table::digest() const {
   uint64_t h = 14695981039346656037ull;  // FNV-1a
   auto mix = [&h](uint64_t v) {

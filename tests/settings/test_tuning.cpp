@@ -95,6 +95,12 @@ TEST(TuningFile, TheFirstRuleThatHoldsDecides) {
   EXPECT_FALSE(t.offloads(call("send"), 3, 0));
   // no rule: the default
   EXPECT_FALSE(t.offloads(call("alltoall"), 2, 1 << 20));
+  // every size (calls whose bytes no rank knows): only where no size is native
+  EXPECT_TRUE(t.offloads_every_size(call("barrier"), 2));
+  EXPECT_TRUE(t.offloads_every_size(call("reduce"), 3));
+  EXPECT_FALSE(t.offloads_every_size(call("bcast"), 2));  // native below 1 KiB
+  EXPECT_FALSE(t.offloads_every_size(call("allreduce"), 2));
+  EXPECT_FALSE(t.offloads_every_size(call("alltoall"), 2));
   EXPECT_NE(t.digest(), tuning::Table{}.digest());
 }
 

@@ -49,6 +49,8 @@ struct Table {
 
   // The first rule for (call index, communicator size, bytes), else the default.
   bool offloads(size_t call, uint64_t ranks, uint64_t bytes) const;
+  // Whether it offloads (call index, communicator size) whatever the bytes.
+  bool offloads_every_size(size_t call, uint64_t ranks) const;
   // A digest of the decisions (not of comments or metadata): equal on ranks
   // that would decide alike.
   uint64_t digest() const;
