@@ -95,11 +95,13 @@ struct Verdict {
   const Neighborhood* nb = nullptr;
 };
 
-// The rank-uniform part of the decision; `topology`: a neighbourhood call.
-Verdict decide(Call call, MPI_Comm comm, bool topology) {
+// The rank-uniform part of the decision; `topology`: a neighbourhood call;
+// `sized`: every rank knows the call's bytes (equal blocks), and the offload
+// policy decides on them later (check_equal_blocks), else here for every size.
+Verdict decide(Call call, MPI_Comm comm, bool topology, bool sized) {
   State& st = state();
   Verdict v;
-  if (!st.active) v.why = st.s.offload ? Reason::NoDevice : Reason::Disabled;
+  if (!st.active) v.why = inactive_reason();
   else v.why = comm_check(comm, &v.cs);
   int kind = MPI_UNDEFINED;
   if (v.why == Reason::Offloaded && topology) {
@@ -109,6 +111,12 @@ Verdict decide(Call call, MPI_Comm comm, bool topology) {
   if (v.why == Reason::Offloaded && !st.s.enabled[static_cast<size_t>(call)]) v.why = Reason::Excluded;
   // As composed collectives (coll_compose.cpp): blocks of sizes no rank agrees on.
   if (v.why == Reason::Offloaded && st.public_firmware) v.why = Reason::PublicComposed;
+  if (v.why == Reason::Offloaded && !sized) {
+    int ranks = 0;
+    if (v.cs != nullptr) ranks = v.cs->size;
+    else PMPI_Comm_size(comm, &ranks);
+    v.why = policy_unsized(call, static_cast<uint64_t>(ranks));
+  }
   if (v.why == Reason::Offloaded) {
     if (v.cs == nullptr) v.cs = comm_materialize(comm);
     if (!v.cs->accl) v.why = v.cs->native_reason;
@@ -177,10 +185,10 @@ bool equal_blocks(std::vector<Transfer>& out, const std::vector<int>& peers, con
 }
 
 // The equal-block calls' size checks (see the top of the file).
-Reason check_equal_blocks(Call call, Reason why, int count, MPI_Datatype type) {
+Reason check_equal_blocks(Call call, Reason why, int count, MPI_Datatype type, const CommState* cs) {
   if (why != Reason::Offloaded) return why;
   const uint64_t bytes = bytes_of(count, type);
-  return bytes == 0 ? Reason::Count0 : policy_call(call, bytes);
+  return bytes == 0 ? Reason::Count0 : policy_call(call, static_cast<uint64_t>(cs->size), bytes);
 }
 
 // Accounts the decision; false: the caller runs the native call.
@@ -198,7 +206,7 @@ bool offload(CallScope& scope, Reason why, uint64_t bytes, MPI_Comm comm) {
 int coll_neighbor_allgather(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                             MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
-  Verdict v = decide(call, comm, true);
+  Verdict v = decide(call, comm, true, true);
   Exchange x;
   if (described(v)) {
     const Neighborhood& nb = *v.nb;
@@ -209,7 +217,7 @@ int coll_neighbor_allgather(Call call, const void* sbuf, int scount, MPI_Datatyp
         !equal_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcount, rtype, rcount * extent_of(rtype)))
       v.why = bad_args(v.why);
   }
-  v.why = check_equal_blocks(call, v.why, scount, stype);
+  v.why = check_equal_blocks(call, v.why, scount, stype, v.cs);
   if (!offload(scope, v.why, x.send_bytes(), comm))
     return req ? PMPI_Ineighbor_allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req)
                : PMPI_Neighbor_allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
@@ -220,7 +228,7 @@ int coll_neighbor_allgatherv(Call call, const void* sbuf, int scount, MPI_Dataty
                              const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
                              MPI_Request* req) {
   CallScope scope(call);
-  Verdict v = decide(call, comm, true);
+  Verdict v = decide(call, comm, true, false);
   Exchange x;
   if (described(v)) {
     const Neighborhood& nb = *v.nb;
@@ -240,7 +248,7 @@ int coll_neighbor_allgatherv(Call call, const void* sbuf, int scount, MPI_Dataty
 int coll_neighbor_alltoall(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                            MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
-  Verdict v = decide(call, comm, true);
+  Verdict v = decide(call, comm, true, true);
   Exchange x;
   if (described(v)) {
     const Neighborhood& nb = *v.nb;
@@ -250,7 +258,7 @@ int coll_neighbor_alltoall(Call call, const void* sbuf, int scount, MPI_Datatype
         !equal_blocks(x.recvs, nb.sources, nb.source_tags, rbuf, rcount, rtype, rcount * extent_of(rtype)))
       v.why = bad_args(v.why);
   }
-  v.why = check_equal_blocks(call, v.why, scount, stype);
+  v.why = check_equal_blocks(call, v.why, scount, stype, v.cs);
   if (!offload(scope, v.why, x.send_bytes(), comm))
     return req ? PMPI_Ineighbor_alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req)
                : PMPI_Neighbor_alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
@@ -261,7 +269,7 @@ int coll_neighbor_alltoallv(Call call, const void* sbuf, const int scounts[], co
                             MPI_Datatype stype, void* rbuf, const int rcounts[], const int rdispls[],
                             MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
-  Verdict v = decide(call, comm, true);
+  Verdict v = decide(call, comm, true, false);
   Exchange x;
   if (described(v)) {
     const Neighborhood& nb = *v.nb;
@@ -280,7 +288,7 @@ int coll_neighbor_alltoallw(Call call, const void* sbuf, const int scounts[], co
                             const MPI_Datatype stypes[], void* rbuf, const int rcounts[], const MPI_Aint rdispls[],
                             const MPI_Datatype rtypes[], MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
-  Verdict v = decide(call, comm, true);
+  Verdict v = decide(call, comm, true, false);
   Exchange x;
   if (described(v)) {
     const Neighborhood& nb = *v.nb;
@@ -299,7 +307,7 @@ int coll_alltoallw(Call call, const void* sbuf, const int scounts[], const int s
                    const MPI_Datatype stypes[], void* rbuf, const int rcounts[], const int rdispls[],
                    const MPI_Datatype rtypes[], MPI_Comm comm, MPI_Request* req) {
   CallScope scope(call);
-  Verdict v = decide(call, comm, false);
+  Verdict v = decide(call, comm, false, false);
   Exchange x;
   if (described(v)) {
     std::vector<int> peers(static_cast<size_t>(v.cs->size));
