@@ -12,6 +12,7 @@
 #include <accl_hw/sim.hpp>
 #include <accl_hw/locality.hpp>
 #include <accl_pmpi/settings.hpp>  // the PMPI layer's settings check (MPI-free)
+#include <accl_pmpi/tuning.hpp>    // the file of ACCL_POLICY=auto
 
 #if ACCL_INFO_HAVE_EMU
 #include <accl_emu/emulator.hpp>
@@ -259,6 +260,14 @@ void print_settings(Printer& p) {
     p.item(s.name, v ? *v : s.default_value, v ? "(set)" : *s.default_value ? "(default)" : "(default: empty)");
     p.note(s.meaning);
     if (const std::string allowed = config::allowed(s); !allowed.empty()) p.note("allowed: " + allowed);
+  }
+  // The file ACCL_POLICY=auto reads: where it is found (the shipped default
+  // lives in the package or, from a build tree, in the sources).
+  p.item("tuning file", pmpi::tuning::selected_path());
+  try {
+    p.note(std::to_string(pmpi::tuning::load(pmpi::tuning::selected_path()).rules.size()) + " rules");
+  } catch (const std::exception& e) {
+    p.note(e.what());
   }
   std::vector<std::string> warnings;
   const std::vector<std::string> problems = setting_problems(warnings);

@@ -3,7 +3,7 @@
 """One-command performance report: native Open MPI vs ACCL offload (PMPI layer).
 
 For every OSU-style benchmark and rank count it runs the program natively and
-under LD_PRELOAD=<build>/pmpi/libaccl_pmpi.so with ACCL_FALLBACK=error (a call
+under LD_PRELOAD=<build>/pmpi/libaccl_pmpi.so with ACCL_POLICY=offload ACCL_FALLBACK=error (a call
 that would fall back aborts the run, so a fallback can never pass as offload),
 alternating native and ACCL runs, and keeps the best of each over the repeats.
 It then adds

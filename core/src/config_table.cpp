@@ -173,6 +173,14 @@ std::vector<Setting> make_table() {
               "ACCL_ALLREDUCE_MIN_BYTES)"),
       integer("ACCL_MAX_BYTES", pmpi, "0", 0, kTiB, "bytes",
               "PMPI: calls moving more bytes run natively; 0 = no limit (per call: ACCL_<CALL>_MAX_BYTES)"),
+      // PMPI offload policy (issue 40)
+      choice("ACCL_POLICY", pmpi, "auto", "auto,offload,native",
+             "PMPI: which eligible calls go to ACCL: auto = as the tuning file says (call x communicator size x "
+             "bytes), offload = every call the device can run, native = none; ACCL_<CALL>_MIN_BYTES / _MAX_BYTES "
+             "and ACCL_MIN_BYTES / ACCL_MAX_BYTES, where set, decide instead of the file for the calls they cover"),
+      text("ACCL_TUNING_FILE", pmpi, "",
+           "PMPI: tuning file of ACCL_POLICY=auto (JSON, written by tools/accl-tune; format in pmpi/README.md); "
+           "empty = the default shipped with the package (share/accl-mpi/default.json)"),
       integer("ACCL_P2P_STAGING_BYTES", pmpi, "67108864", 0, kTiB, "bytes",
               "PMPI: bytes of large blocking-send payloads copied aside so MPI_Send returns before the receiver "
               "matches; beyond it MPI_Send waits"),

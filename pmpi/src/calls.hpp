@@ -59,7 +59,21 @@ Group call_group(Call c);
 const char* reason_text(Reason r);
 bool reason_benign(Reason r);
 
-// Decides the byte-threshold and call-list part of the policy (policy.cpp).
-Reason policy_call(Call call, uint64_t bytes);
+// Decides the settings part of the policy (policy.cpp): call list,
+// ACCL_POLICY with its tuning table, byte thresholds. `ranks` is the
+// communicator's size.
+Reason policy_call(Call call, uint64_t ranks, uint64_t bytes);
+// The same for a call whose bytes no rank knows for all (gatherv, scatterv,
+// alltoallv): thresholds cannot apply, and the table must offload it at every
+// size for it to be offloaded.
+Reason policy_unsized(Call call, uint64_t ranks);
+// Whether point-to-point on a communicator of `ranks` members may be
+// offloaded by ACCL_POLICY (decided once, when the communicator is made).
+bool policy_p2p(uint64_t ranks);
+// A digest of every input of those decisions: equal on ranks that decide alike.
+uint64_t policy_digest();
+// Why a call runs natively when the layer has no device: ACCL_OFFLOAD=off,
+// ACCL_POLICY=native (which starts none), or no device.
+Reason inactive_reason();
 
 }  // namespace accl::pmpi

@@ -129,7 +129,7 @@ void Composed::release() {
 Reason composed_pre(MPI_Comm comm, CommState** cs, int* rank, int* size) {
   State& st = state();
   *cs = nullptr;
-  if (!st.active) return st.s.offload ? Reason::NoDevice : Reason::Disabled;
+  if (!st.active) return inactive_reason();
   const Reason r = comm_check(comm, cs);
   if (r != Reason::Offloaded) return r;
   if (*cs != nullptr) {
@@ -149,8 +149,11 @@ Reason composed_finish(Reason why, Call call, MPI_Comm comm, bool sized, uint64_
   // firmware's eager size (which it would move by a rendezvous it lacks) could not
   // be sent native by its rank alone.
   if (st.public_firmware) return Reason::PublicComposed;
-  why = sized ? policy_call(call, bytes)
-              : (st.s.enabled[static_cast<size_t>(call)] ? Reason::Offloaded : Reason::Excluded);
+  int ranks = 0;
+  if (*cs != nullptr) ranks = (*cs)->size;
+  else PMPI_Comm_size(comm, &ranks);
+  why = sized ? policy_call(call, static_cast<uint64_t>(ranks), bytes)
+              : policy_unsized(call, static_cast<uint64_t>(ranks));
   if (why != Reason::Offloaded) return why;
   if (*cs == nullptr) *cs = comm_materialize(comm);
   return (*cs)->accl ? Reason::Offloaded : (*cs)->native_reason;

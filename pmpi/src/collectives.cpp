@@ -44,14 +44,17 @@ namespace {
 
 Reason pre(MPI_Comm comm, CommState** cs) {
   State& st = state();
-  if (!st.active) return st.s.offload ? Reason::NoDevice : Reason::Disabled;
+  if (!st.active) return inactive_reason();
   return comm_check(comm, cs);
 }
 
 // `message` is the bytes of one device message (the count word times the
 // element size), which the public firmware compares with its eager size.
 Reason finish_checks(Call call, uint64_t bytes, uint64_t message, MPI_Comm comm, CommState** cs) {
-  Reason r = policy_call(call, bytes);
+  int size = 0;
+  if (*cs != nullptr) size = (*cs)->size;
+  else PMPI_Comm_size(comm, &size);
+  Reason r = policy_call(call, static_cast<uint64_t>(size), bytes);
   if (r != Reason::Offloaded) return r;
   const uint64_t limit = state().eager_only_limit;
   if (limit != 0 && message > limit) return Reason::PublicRendezvous;

@@ -211,9 +211,10 @@ void comm_registry_init() {
   cs->ctx = 0;
   if (cs->accl) {
     // The world's p2p communicator, on a fixed context id below the agreed
-    // ones; offloaded only where every rank wants it and made it.
+    // ones; offloaded only where every rank wants it and made it, and the
+    // offload policy (agreed in MPI_Init) takes it for this size.
     int ok = 0, all = 0;
-    if (st.s.p2p && st.can_p2p) {
+    if (st.s.p2p && st.can_p2p && policy_p2p(static_cast<uint64_t>(cs->size))) {
       try {
         cs->p2p_id = st.accl->create_communicator(st.world_ranks, st.world_rank, kWorldP2pContext);
         ok = 1;
@@ -291,7 +292,7 @@ void comm_created(MPI_Comm newcomm) {
     return;
   }
   CommState* cs = new_state(newcomm, Reason::CommNative);
-  if (create_accl_comm(newcomm, cs, st.s.p2p && st.can_p2p)) {
+  if (create_accl_comm(newcomm, cs, st.s.p2p && st.can_p2p && policy_p2p(static_cast<uint64_t>(size)))) {
     cs->send_seq.assign(static_cast<size_t>(cs->size), 0);
     cs->recv_expect.assign(static_cast<size_t>(cs->size), 0);
   }

@@ -80,6 +80,9 @@ void read_settings(Settings& s) {
   std::copy(enabled.begin(), enabled.end(), s.enabled.begin());
   const auto global_min = static_cast<uint64_t>(config::get_int("ACCL_MIN_BYTES"));
   const auto global_max = static_cast<uint64_t>(config::get_int("ACCL_MAX_BYTES"));
+  const bool global_set = config::get("ACCL_MIN_BYTES") || config::get("ACCL_MAX_BYTES");
+  s.policy = tuning::policy();
+  if (s.policy == tuning::Policy::automatic) s.table = tuning::load(tuning::selected_path());
   for (size_t c = 0; c < kNumCalls; ++c) {
     const std::string base = "ACCL_" + upper(call_setting(static_cast<Call>(c)));
     const std::string min_name = base + "_MIN_BYTES", max_name = base + "_MAX_BYTES";
@@ -87,6 +90,7 @@ void read_settings(Settings& s) {
         config::get(min_name.c_str()) ? static_cast<uint64_t>(config::get_int(min_name.c_str())) : global_min;
     s.max_bytes[c] =
         config::get(max_name.c_str()) ? static_cast<uint64_t>(config::get_int(max_name.c_str())) : global_max;
+    s.thresholds_set[c] = global_set || config::get(min_name.c_str()) || config::get(max_name.c_str());
   }
   // Point-to-point is all-or-nothing per communicator (see p2p_entry.cpp).
   s.p2p = s.enabled[static_cast<size_t>(Call::Send)] && s.enabled[static_cast<size_t>(Call::Recv)];
@@ -140,6 +144,27 @@ void stop_on_bad_settings() {
   }
   // Every rank that has a bad setting has said so (before the agreement):
   // whichever rank aborts first ends the job.
+  PMPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+// The offload decision must come out alike on every member of a collective,
+// or one rank would offload while its peers call native MPI. Its inputs
+// (ACCL_POLICY, the tuning table, call list and thresholds) are settings each
+// rank reads for itself, so the ranks compare them before any call.
+void stop_on_policy_mismatch() {
+  State& st = state();
+  const uint64_t mine = policy_digest();
+  const uint64_t both[2] = {mine, ~mine};
+  uint64_t low[2] = {};
+  PMPI_Allreduce(both, low, 2, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  if (low[0] == mine && ~low[1] == mine) return;
+  const std::string file = st.s.policy == tuning::Policy::automatic ? ", tuning file " + st.s.table.path : "";
+  std::fprintf(stderr,
+               "[accl-pmpi rank %d] error: the ranks would decide offloading differently: ACCL_POLICY, "
+               "ACCL_TUNING_FILE's table, ACCL_OFFLOAD_CALLS or the ACCL_*_BYTES thresholds differ between ranks "
+               "(here: ACCL_POLICY=%s%s)\n",
+               st.world_rank, config::get_choice("ACCL_POLICY").c_str(), file.c_str());
+  std::fflush(stderr);
   PMPI_Abort(MPI_COMM_WORLD, 2);
 }
 
@@ -378,6 +403,7 @@ void bring_up() {
     std::fflush(stderr);
     PMPI_Abort(MPI_COMM_WORLD, 2);
   }
+  stop_on_policy_mismatch();
   st.observe = st.s.stats || st.s.trace || st.s.fallback != FallbackMode::silent;
   PMPI_Comm_dup(MPI_COMM_WORLD, &st.private_comm);
   PMPI_Comm_set_name(st.private_comm, const_cast<char*>("accl-pmpi private"));
@@ -390,13 +416,16 @@ void bring_up() {
   // The device start-up is collective over the private communicator, so
   // the ranks agree first whether to start one: a rank whose own settings
   // say native (ACCL_OFFLOAD=off, ACCL_DEVICE=none; an MPMD launch may give
-  // it those) would otherwise leave the others waiting for it.
-  const int wants_device = st.s.offload && st.s.device != "none" ? 1 : 0;
+  // it those) would otherwise leave the others waiting for it. ACCL_POLICY=native
+  // offloads nothing, so it starts no device either (the ranks agreed on the
+  // policy above).
+  const int wants_device = st.s.offload && st.s.device != "none" && st.s.policy != tuning::Policy::native ? 1 : 0;
   int all_want_device = 0;
   PMPI_Allreduce(&wants_device, &all_want_device, 1, MPI_INT, MPI_MIN, st.private_comm);
   if (all_want_device) start_device();
   else if (wants_device) device_unavailable("another rank runs natively (ACCL_OFFLOAD=off or ACCL_DEVICE=none there)");
-  else if (st.s.offload && st.s.fallback == FallbackMode::error && st.world_rank == 0)
+  else if (st.s.offload && st.s.policy != tuning::Policy::native && st.s.fallback == FallbackMode::error &&
+           st.world_rank == 0)
     warn("ACCL_DEVICE=none: every call runs natively");
   comm_registry_init();
   if (st.world != nullptr && st.world->p2p) {

@@ -95,11 +95,13 @@ struct Verdict {
   const Neighborhood* nb = nullptr;
 };
 
-// The rank-uniform part of the decision; `topology`: a neighbourhood call.
-Verdict decide(Call call, MPI_Comm comm, bool topology) {
+// The rank-uniform part of the decision; `topology`: a neighbourhood call;
+// `sized`: every rank knows the call's bytes (equal blocks), and the offload
+// policy decides on them later (check_equal_blocks), else here for every size.
+Verdict decide(Call call, MPI_Comm comm, bool topology, bool sized) {
   State& st = state();
   Verdict v;
-  if (!st.active) v.why = st.s.offload ? Reason::NoDevice : Reason::Disabled;
+  if (!st.active) v.why = inactive_reason();
   else v.why = comm_check(comm, &v.cs);
   int kind = MPI_UNDEFINED;
   if (v.why == Reason::Offloaded && topology) {
@@ -109,6 +111,12 @@ Verdict decide(Call call, MPI_Comm comm, bool topology) {
   if (v.why == Reason::Offloaded && !st.s.enabled[static_cast<size_t>(call)]) v.why = Reason::Excluded;
   // As composed collectives (coll_compose.cpp): blocks of sizes no rank agrees on.
   if (v.why == Reason::Offloaded && st.public_firmware) v.why = Reason::PublicComposed;
+  if (v.why == Reason::Offloaded && !sized) {
+    int ranks = 0;
+    if (v.cs != nullptr) ranks = v.cs->size;
+    else PMPI_Comm_size(comm, &ranks);
+    v.why = policy_unsized(call, static_cast<uint64_t>(ranks));
+  }
   if (v.why == Reason::Offloaded) {
     if (v.cs == nullptr) v.cs = comm_materialize(comm);
     if (!v.cs->accl) v.why = v.cs->native_reason;
@@ -177,10 +185,10 @@ bool equal_blocks(std::vector<Transfer>& out, const std::vector<int>& peers, con
 }
 
 // The equal-block calls' size checks (see the top of the file).
-Reason check_equal_blocks(Call call, Reason why, int count, MPI_Datatype type) {
+Reason check_equal_blocks(Call call, Reason why, int count, MPI_Datatype type, const CommState* cs) {
   if (why != Reason::Offloaded) return why;
   const uint64_t bytes = bytes_of(count, type);
-  return bytes == 0 ? Reason::Count0 : policy_call(call, bytes);
+  return bytes == 0 ? Reason::Count0 : policy_call(call, static_cast<uint64_t>(cs->size), bytes);
 }
 
 // The body all these calls share: the rank-uniform decision, the blocks
@@ -191,10 +199,10 @@ template <typename Describe, typename Native>
 int exchange_call(Call call, MPI_Comm comm, MPI_Request* req, bool topology, bool equal, int scount,
                   MPI_Datatype stype, Describe&& describe, Native&& native) {
   CallScope scope(call);
-  Verdict v = decide(call, comm, topology);
+  Verdict v = decide(call, comm, topology, equal);
   Exchange x;
   if (described(v) && !describe(v, x)) v.why = bad_args(v.why);
-  if (equal) v.why = check_equal_blocks(call, v.why, scount, stype);
+  if (equal) v.why = check_equal_blocks(call, v.why, scount, stype, v.cs);
   if (!offload(scope, v.why, x.send_bytes(), comm)) return native();
   return exchange_run(call, comm, v.cs, x, req);
 }

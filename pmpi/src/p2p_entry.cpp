@@ -44,13 +44,16 @@ constexpr int kMaxDetached = 1024;
 Reason p2p_route(MPI_Comm comm, CommState** cs) {
   State& st = state();
   *cs = nullptr;
-  if (!st.active) return st.s.offload ? Reason::NoDevice : Reason::Disabled;
+  if (!st.active) return inactive_reason();
   if (!st.s.p2p) return Reason::Excluded;
   if (!st.can_p2p) return st.public_firmware ? Reason::PublicP2p : Reason::DeviceCap;
   *cs = comm_for_p2p(comm);
   if (*cs != nullptr) return Reason::Offloaded;
   CommState* known = comm_lookup(comm);
-  if (known != nullptr) return known->accl ? Reason::P2pNative : known->native_reason;
+  if (known != nullptr) {
+    if (!known->accl) return known->native_reason;
+    return policy_p2p(static_cast<uint64_t>(known->size)) ? Reason::P2pNative : Reason::Policy;
+  }
   if (comm == MPI_COMM_NULL) return Reason::BadArgs;
   int inter = 0, size = 0;
   PMPI_Comm_test_inter(comm, &inter);

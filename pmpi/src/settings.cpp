@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <accl_pmpi/settings.hpp>
+#include <accl_pmpi/tuning.hpp>
 
 #include <accl/config.hpp>
 #include <accl_devices/devices.hpp>
@@ -39,6 +40,22 @@ bool selects(const std::string& name, const CallRow& row) {
 
 }  // namespace
 
+std::vector<bool> calls_named(const std::string& item) {
+  std::string name = lower(item);
+  std::erase_if(name, [](unsigned char c) { return std::isspace(c); });
+  if (name.starts_with("mpi_")) name.erase(0, 4);
+  std::vector<bool> out(std::size(kCalls), false);
+  bool any = false;
+  for (size_t c = 0; c < std::size(kCalls); ++c)
+    if (!name.empty() && selects(name, kCalls[c])) out[c] = any = true;
+  if (!any) out.clear();
+  return out;
+}
+
+bool is_p2p(size_t call) { return call < std::size(kCalls) && kCalls[call].group == "p2p"; }
+
+size_t call_count() { return std::size(kCalls); }
+
 std::vector<std::string> call_words() {
   std::vector<std::string> out;
   for (const auto& c : kCalls) {
@@ -71,14 +88,11 @@ std::vector<bool> offload_calls(const std::string& text) {
     if (name.starts_with("^")) name.erase(0, 1);  // "^send,^recv" negates as "^send,recv" does
     if (name.starts_with("mpi_")) name.erase(0, 4);
     if (name.empty()) continue;
-    bool known = false;
-    for (size_t c = 0; c < kNumCalls; ++c) {
-      if (selects(name, kCalls[c])) {
-        enabled[c] = !negate;
-        known = true;
-      }
-    }
-    if (!known) throw config::SettingError("ACCL_OFFLOAD_CALLS", text, "'" + name + "' is no MPI call or group", kCallsAllowed);
+    const std::vector<bool> named_calls = calls_named(name);
+    if (named_calls.empty())
+      throw config::SettingError("ACCL_OFFLOAD_CALLS", text, "'" + name + "' is no MPI call or group", kCallsAllowed);
+    for (size_t c = 0; c < kNumCalls; ++c)
+      if (named_calls[c]) enabled[c] = !negate;
     ++named;
   }
   if (named == 0) throw config::SettingError("ACCL_OFFLOAD_CALLS", text, "names no call", kCallsAllowed);
@@ -88,6 +102,10 @@ std::vector<bool> offload_calls(const std::string& text) {
 void validate(int world_size) {
   config::validate(config::Layer::pmpi);
   (void)offload_calls(config::get_string("ACCL_OFFLOAD_CALLS"));
+  // The table decides only under ACCL_POLICY=auto, but a file named explicitly is checked whatever the
+  // policy: a mistake in it is reported, never silently ignored.
+  if (tuning::policy() == tuning::Policy::automatic || !config::get_string("ACCL_TUNING_FILE").empty())
+    (void)tuning::load(tuning::selected_path());
   devices::check_job(world_size);
 }
 

@@ -16,6 +16,8 @@
 
 #include "calls.hpp"
 
+#include <accl_pmpi/tuning.hpp>
+
 #include <array>
 #include <atomic>
 #include <memory>
@@ -41,6 +43,11 @@ struct Settings {
   std::array<bool, kNumCalls> enabled{};
   std::array<uint64_t, kNumCalls> min_bytes{};
   std::array<uint64_t, kNumCalls> max_bytes{};  // 0 = no limit
+  // ACCL_POLICY; under auto the table decides, except for calls a byte
+  // threshold setting covers (thresholds_set), where the thresholds do.
+  tuning::Policy policy = tuning::Policy::offload;
+  tuning::Table table;
+  std::array<bool, kNumCalls> thresholds_set{};
   bool p2p = true;                              // send and recv enabled
   unsigned rx_buffer_count = 16;
   size_t rx_buffer_size = 65536;

@@ -244,7 +244,7 @@ RANK
     timeout -k 5 120 mpirun --host "$ipA,$ipB" -np 2 \
       --mca plm_rsh_agent "$logdir/agent.sh" --mca oob_tcp_if_include "$subnet" \
       --mca btl tcp,self --mca btl_tcp_if_include "$subnet" --mca btl_base_warn_component_unused 0 \
-      -x LD_PRELOAD="$pmpi_lib" -x ACCL_EMU_TRANSPORT=tcp -x ACCL_TIMEOUT_MS=10000 -x ACCL_TRACE=1 \
+      -x LD_PRELOAD="$pmpi_lib" -x ACCL_POLICY=offload -x ACCL_EMU_TRANSPORT=tcp -x ACCL_TIMEOUT_MS=10000 -x ACCL_TRACE=1 \
       "$logdir/rank.sh" "$mpi_exe" >"$logdir/$name.log" 2>&1
   local st=$?
   echo "---- $name (exit $st) ----"

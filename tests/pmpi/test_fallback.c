@@ -13,6 +13,7 @@
  *   test_fallback forced      one offloadable call, then a user op: must abort
  *                             under ACCL_FALLBACK=error
  *   test_fallback forced_scan the same with MPI_Scan (a composed call)
+ *   test_fallback policy MODE the decisions of ACCL_POLICY (see policy())
  */
 #include "common.h"
 
@@ -149,6 +150,45 @@ static void thresholds(void) {
   OFFLOADED("MPI_Reduce", CHECK_RC(MPI_Reduce(small, so, 2, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD)));
 }
 
+/* The decisions of ACCL_POLICY, one mode per setting (see tests/pmpi/meson.build):
+ *   table     ACCL_POLICY=auto with tests/pmpi/tuning/policy.json: allreduce native, bcast offloaded from
+ *             1 KiB, reduce offloaded on 3 or more ranks, barrier offloaded, p2p offloaded on 2 ranks
+ *   override  the same file and ACCL_ALLREDUCE_MIN_BYTES=1024, which outranks it for allreduce
+ *   native    ACCL_POLICY=native: nothing offloaded
+ *   offload   ACCL_POLICY=offload: everything offloaded */
+#define DECIDED(off, name, stmt)     \
+  do {                               \
+    if (off) OFFLOADED(name, stmt);  \
+    else NATIVE(name, stmt);         \
+  } while (0)
+
+static void policy(const char* mode) {
+  t_context = mode;
+  const int table = strcmp(mode, "table") == 0 || strcmp(mode, "override") == 0;
+  const int all = strcmp(mode, "offload") == 0, none = strcmp(mode, "native") == 0;
+  CHECK(table || all || none, "unknown policy mode %s", mode);
+  const int override = strcmp(mode, "override") == 0;
+  float small[4] = {1, 2, 3, 4}, so[4] = {0};
+  static float big[1024], bo[1024];
+  for (int i = 0; i < 1024; ++i) big[i] = (float)i;
+  DECIDED(all || override, "MPI_Allreduce", CHECK_RC(MPI_Allreduce(big, bo, 1024, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD)));
+  DECIDED(all, "MPI_Allreduce", CHECK_RC(MPI_Allreduce(small, so, 4, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD)));
+  CHECK(so[3] == 4.0f * (float)size && bo[1023] == 1023.0f * (float)size, "allreduce results");
+  DECIDED(all, "MPI_Bcast", CHECK_RC(MPI_Bcast(small, 4, MPI_FLOAT, 0, MPI_COMM_WORLD)));
+  DECIDED(all || table, "MPI_Bcast", CHECK_RC(MPI_Bcast(big, 1024, MPI_FLOAT, 0, MPI_COMM_WORLD)));
+  CHECK(small[3] == 4.0f && big[1023] == 1023.0f, "bcast results");
+  DECIDED(all || (table && size >= 3), "MPI_Reduce",
+          CHECK_RC(MPI_Reduce(small, so, 4, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD)));
+  CHECK(t_rank != 0 || so[2] == 3.0f * (float)size, "reduce result");
+  DECIDED(all || table, "MPI_Barrier", CHECK_RC(MPI_Barrier(MPI_COMM_WORLD)));
+  /* point-to-point: decided per communicator, when it is made */
+  const int p2p = all || (table && size == 2);
+  if (t_rank == 0) DECIDED(p2p, "MPI_Send", CHECK_RC(MPI_Send(small, 4, MPI_FLOAT, 1, 7, MPI_COMM_WORLD)));
+  if (t_rank == 1)
+    DECIDED(p2p, "MPI_Recv", CHECK_RC(MPI_Recv(so, 4, MPI_FLOAT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE)));
+  if (t_rank == 1) CHECK(so[0] == 1.0f && so[3] == 4.0f, "received data");
+}
+
 static void forced(void) {
   int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -165,8 +205,9 @@ static void forced_scan(void) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int v = 1, s = 0;
   MPI_Scan(&v, &s, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); /* offloads */
-  int in2[2] = {rank, rank}, out2[2];
-  MPI_Scan(in2, out2, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD); /* must abort */
+  MPI_Op op;
+  MPI_Op_create(my_sum, 1, &op);
+  MPI_Scan(&v, &s, 1, MPI_INT, op, MPI_COMM_WORLD); /* must abort */
   printf("rank %d: still alive after a forced fallback\n", rank);
 }
 
@@ -177,5 +218,6 @@ int main(int argc, char** argv) {
   else if (strcmp(mode, "thresholds") == 0) thresholds();
   else if (strcmp(mode, "forced") == 0) forced();
   else if (strcmp(mode, "forced_scan") == 0) forced_scan();
+  else if (strcmp(mode, "policy") == 0) policy(argc > 2 ? argv[2] : "");
   return finish("test_fallback");
 }

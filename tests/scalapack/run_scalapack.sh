@@ -92,7 +92,8 @@ run_one() {  # tester, native|preload
   local tester=$1 how=$2 out="$work/$1.$2.out" rc start end detail
   # unbuffered Fortran output: a deadlocked run still shows how far it got
   local -a cmd=(mpirun -np "$np" -x GFORTRAN_UNBUFFERED_PRECONNECTED=y)
-  [[ $how == preload ]] && cmd+=(-x "LD_PRELOAD=$preload")
+  # every call the device can run goes to ACCL (the default policy keeps calls native by its table)
+  [[ $how == preload ]] && cmd+=(-x "LD_PRELOAD=$preload" -x ACCL_POLICY=offload)
   cmd+=("$tester_dir/$tester")
   start=$(date +%s.%N)
   (cd "$work" && timeout --kill-after=10 "$timeout_s" "${cmd[@]}") >"$out" 2>&1

@@ -10,6 +10,7 @@
 #include <accl_emu/emulator.hpp>
 #include <accl_hw/hw.hpp>
 #include <accl_pmpi/settings.hpp>
+#include <accl_pmpi/tuning.hpp>
 
 #include "scoped_env.hpp"
 
@@ -80,6 +81,8 @@ const std::map<std::string, std::string> kExpected = {
     {"ACCL_P2P_STAGING_BYTES", "RRARR"},
     {"ACCL_PMPI_TIMEOUT_MS", "RRRRR"},
     {"ACCL_BUFFER_CACHE", "RRARR"},  // 0 = wrap every call
+    {"ACCL_POLICY", "RRRRR"},        // auto, offload, native
+    {"ACCL_TUNING_FILE", "RRRRR"},   // no such files
 };
 
 TEST(Settings, TheTestKnowsEveryDocumentedSetting) {

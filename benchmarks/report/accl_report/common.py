@@ -115,7 +115,9 @@ def mpirun_cmd(args, np_, prog, prog_args, accl_env=None, wrapper=None):
 
 
 def accl_env_for(args):
-    env = {"LD_PRELOAD": args.pmpi_lib, "ACCL_FALLBACK": "error"}
+    # The ACCL runs measure the device path: every call offloaded (ACCL_POLICY=offload; the default policy
+    # follows a tuning file that keeps calls native), and a fallback aborts the run.
+    env = {"LD_PRELOAD": args.pmpi_lib, "ACCL_FALLBACK": "error", "ACCL_POLICY": "offload"}
     env.update(args.accl_env)
     return env
 

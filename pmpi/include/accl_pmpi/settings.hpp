@@ -9,6 +9,7 @@
 // the device factory judges: devices::check_job).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,14 @@ namespace accl::pmpi::settings {
 // The <CALL> words of the per-call thresholds, upper case (ALLREDUCE, ...),
 // in calls.def order.
 std::vector<std::string> call_words();
+
+// The calls, in calls.def order, that the list item `name` selects: a call
+// (send, allreduce or MPI_Allreduce) or a group (p2p, coll, icoll, all);
+// empty when it names none.
+std::vector<bool> calls_named(const std::string& name);
+// Whether call `call` (calls.def index) is point-to-point; how many calls.
+bool is_p2p(size_t call);
+size_t call_count();
 
 // Which calls, in calls.def order, ACCL_OFFLOAD_CALLS=`text` enables (empty:
 // all). Throws config::SettingError for a name that is no call or group, or
