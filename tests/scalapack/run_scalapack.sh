@@ -6,7 +6,12 @@
 # wall times and their ratio (no timing assertion: the 2x-native target is
 # reported, not tested, because shared CI machines make times noisy).
 #
-#   run_scalapack.sh --preload LIB [--np 4] [--timeout S] [--mode both|native|preload] [TESTER...]
+#   run_scalapack.sh --preload LIB [--np 4] [--timeout S] [--mode both|native|preload]
+#                    [--policy offload|auto] [TESTER...]
+#
+# --policy: ACCL_POLICY of the preloaded runs. offload (default): every call the
+# device can run goes to ACCL, which tests the offload path; auto: the user's
+# default settings (the shipped tuning table decides).
 #
 # TESTER: xdlu xzlu xdqr xsinv xCbtest (default: all five). Each run is
 # bounded by --timeout seconds (default 150): a deadlock fails the run
@@ -17,6 +22,7 @@ set -uo pipefail
 np=4
 timeout_s=150
 mode=both
+policy=offload
 preload=
 testers=()
 while (($#)); do
@@ -25,13 +31,15 @@ while (($#)); do
     --timeout) timeout_s=$2; shift 2 ;;
     --mode) mode=$2; shift 2 ;;
     --preload) preload=$2; shift 2 ;;
-    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+    --policy) policy=$2; shift 2 ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
     -*) echo "run_scalapack: unknown option $1" >&2; exit 2 ;;
     *) testers+=("$1"); shift ;;
   esac
 done
 ((${#testers[@]})) || testers=(xdlu xzlu xdqr xsinv xCbtest)
 case $mode in both | native | preload) ;; *) echo "run_scalapack: --mode both|native|preload" >&2; exit 2 ;; esac
+case $policy in offload | auto) ;; *) echo "run_scalapack: --policy offload|auto" >&2; exit 2 ;; esac
 if [[ $mode != native && ! -f $preload ]]; then
   echo "run_scalapack: --preload must name the built libaccl_pmpi.so (got '${preload}')" >&2
   exit 2
@@ -92,8 +100,8 @@ run_one() {  # tester, native|preload
   local tester=$1 how=$2 out="$work/$1.$2.out" rc start end detail
   # unbuffered Fortran output: a deadlocked run still shows how far it got
   local -a cmd=(mpirun -np "$np" -x GFORTRAN_UNBUFFERED_PRECONNECTED=y)
-  # every call the device can run goes to ACCL (the default policy keeps calls native by its table)
-  [[ $how == preload ]] && cmd+=(-x "LD_PRELOAD=$preload" -x ACCL_POLICY=offload)
+  # --policy offload: every call the device can run goes to ACCL; auto: the default settings
+  [[ $how == preload ]] && cmd+=(-x "LD_PRELOAD=$preload" -x "ACCL_POLICY=$policy")
   cmd+=("$tester_dir/$tester")
   start=$(date +%s.%N)
   (cd "$work" && timeout --kill-after=10 "$timeout_s" "${cmd[@]}") >"$out" 2>&1
@@ -143,7 +151,7 @@ for tester in "${testers[@]}"; do
   if [[ $mode == both && $both_passed == 1 ]]; then
     ratio=$(awk -v n="$native_s" -v p="$preload_s" 'BEGIN { if (n > 0) printf "%.2fx", p / n; else print "-" }')
   fi
-  summary+=("$(printf '%-8s native %7s s   preload %7s s   preload/native %s (target <= 2x)' "$tester" "$native_s" "$preload_s" "$ratio")")
+  summary+=("$(printf '%-8s native %7s s   preload(%s) %7s s   preload/native %s (target <= 2x)' "$tester" "$native_s" "$policy" "$preload_s" "$ratio")")
 done
 echo "== summary"
 printf '%s\n' "${summary[@]}"
