@@ -33,12 +33,7 @@ struct PublicRig : Rig {
 };
 
 InitOptions public_options() {
-  InitOptions o;
-  o.rx_buffer_count = 4;
-  o.rx_buffer_size = 1024;
-  o.max_eager_size = 1024;
-  o.max_rendezvous_size = 4096;
-  return o;
+  return {.rx_buffer_count = 4, .rx_buffer_size = 1024, .max_eager_size = 1024, .max_rendezvous_size = 4096};
 }
 
 TEST(PublicRules, EagerSizeBelowTheRxBufferSizeIsRefusedAtInitialize) {

@@ -119,25 +119,35 @@ static void allgatherv_case(int step, int k, int scale, int in_place, int nb, in
   free(s);
 }
 
+/* The blocks of a rooted v-collective ("gatherv" or "scatterv") at `step`:
+ * rank p's block holds count_of(step, p, p, scale) items, salted by its
+ * sender and receiver (p and the root, either way round). Names the case for
+ * failure messages; returns the layout's size in items. */
+static size_t rooted_blocks(const char* name, int step, int k, int scale, int in_place, int nb, int root,
+                            int* counts, int* displs, uint64_t* salts) {
+  const int gathers = strcmp(name, "gatherv") == 0;
+  for (int p = 0; p < g_size; p++) {
+    counts[p] = count_of(step, p, p, scale);
+    salts[p] = gathers ? salt_of(step, p, root) : salt_of(step, root, p);
+  }
+  cf_where("%s step %d root %d %s scale %d%s%s", name, step, root, kind_name[k], scale, in_place ? " in place" : "",
+           nb ? " nonblocking" : "");
+  return layout(g_size, counts, displs);
+}
+
 static void gatherv_case(int step, int k, int scale, int in_place, int nb, MPI_Comm comm) {
   int n = g_size, root = step % n, counts[8], displs[8];
   uint64_t salts[8];
-  for (int p = 0; p < n; p++) {
-    counts[p] = count_of(step, p, p, scale);
-    salts[p] = salt_of(step, p, root);
-  }
-  size_t total = layout(n, counts, displs);
+  size_t total = rooted_blocks("gatherv", step, k, scale, in_place, nb, root, counts, displs, salts);
   unsigned char* r = guarded(k, total);
   unsigned char* s = guarded(k, (size_t)counts[g_rank] + 1);
-  MPI_Request req;
-  cf_where("gatherv step %d root %d %s scale %d%s%s", step, root, kind_name[k], scale, in_place ? " in place" : "",
-           nb ? " nonblocking" : "");
   const void* sbuf = s;
   put_items(s, k, 0, counts[g_rank], salts[g_rank]);
   if (in_place && g_rank == root) {
     put_items(r, k, (size_t)displs[root], counts[root], salts[root]);
     sbuf = MPI_IN_PLACE;
   }
+  MPI_Request req;
   if (nb)
     CF_RC(MPI_Igatherv(sbuf, counts[g_rank], kind_type(k), r, counts, displs, kind_type(k), root, comm, &req));
   else
@@ -152,19 +162,13 @@ static void gatherv_case(int step, int k, int scale, int in_place, int nb, MPI_C
 static void scatterv_case(int step, int k, int scale, int in_place, int nb, MPI_Comm comm) {
   int n = g_size, root = (step + 1) % n, counts[8], displs[8];
   uint64_t salts[8];
-  for (int p = 0; p < n; p++) {
-    counts[p] = count_of(step, p, p, scale);
-    salts[p] = salt_of(step, root, p);
-  }
-  size_t total = layout(n, counts, displs);
+  size_t total = rooted_blocks("scatterv", step, k, scale, in_place, nb, root, counts, displs, salts);
   unsigned char* s = guarded(k, total);
   unsigned char* r = guarded(k, (size_t)counts[g_rank] + 2);
-  MPI_Request req;
-  cf_where("scatterv step %d root %d %s scale %d%s%s", step, root, kind_name[k], scale, in_place ? " in place" : "",
-           nb ? " nonblocking" : "");
   if (g_rank == root)
     for (int p = 0; p < n; p++) put_items(s, k, (size_t)displs[p], counts[p], salts[p]);
   void* rbuf = in_place && g_rank == root ? MPI_IN_PLACE : r;
+  MPI_Request req;
   if (nb)
     CF_RC(MPI_Iscatterv(s, counts, displs, kind_type(k), rbuf, counts[g_rank], kind_type(k), root, comm, &req));
   else

@@ -189,25 +189,18 @@ static void policy(const char* mode) {
   if (t_rank == 1) CHECK(so[0] == 1.0f && so[3] == 4.0f, "received data");
 }
 
-static void forced(void) {
-  int rank;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  int v = 1, s = 0;
-  MPI_Allreduce(&v, &s, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); /* offloads */
-  MPI_Op op;
-  MPI_Op_create(my_sum, 1, &op);
-  MPI_Allreduce(&v, &s, 1, MPI_INT, op, MPI_COMM_WORLD); /* must abort */
-  printf("rank %d: still alive after a forced fallback\n", rank);
-}
+/* MPI_Allreduce and MPI_Scan take the same arguments; either one, with a
+ * user op under a forced offload, must abort. */
+typedef int (*reduction_call)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm);
 
-static void forced_scan(void) {
+static void forced(reduction_call call) {
   int rank;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int v = 1, s = 0;
-  MPI_Scan(&v, &s, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); /* offloads */
+  call(&v, &s, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); /* offloads */
   MPI_Op op;
   MPI_Op_create(my_sum, 1, &op);
-  MPI_Scan(&v, &s, 1, MPI_INT, op, MPI_COMM_WORLD); /* must abort */
+  call(&v, &s, 1, MPI_INT, op, MPI_COMM_WORLD); /* must abort */
   printf("rank %d: still alive after a forced fallback\n", rank);
 }
 
@@ -216,8 +209,8 @@ int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "cases";
   if (strcmp(mode, "cases") == 0) cases();
   else if (strcmp(mode, "thresholds") == 0) thresholds();
-  else if (strcmp(mode, "forced") == 0) forced();
-  else if (strcmp(mode, "forced_scan") == 0) forced_scan();
+  else if (strcmp(mode, "forced") == 0) forced(MPI_Allreduce);
+  else if (strcmp(mode, "forced_scan") == 0) forced(MPI_Scan);
   else if (strcmp(mode, "policy") == 0) policy(argc > 2 ? argv[2] : "");
   return finish("test_fallback");
 }

@@ -279,15 +279,7 @@ contains
         iwant(j) = iwant(j) + q * j - 7
       end do
     end do
-    ir = is
-    if (inplace) then
-      call MPI_Scan(MPI_IN_PLACE, ir, m, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
-    else if (nb) then
-      call MPI_Iscan(is, ir, m, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, rq, ierr)
-      call MPI_Wait(rq, MPI_STATUS_IGNORE, ierr)
-    else
-      call MPI_Scan(is, ir, m, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
-    end if
+    call integer_scan(.false., MPI_SUM, inplace, nb, is, ir, m)
     call expect(all(ir == iwant), 'scan integer sum', variant)
     ! integer PROD, exclusive (rank 0's result is undefined)
     do j = 1, m
@@ -297,15 +289,7 @@ contains
         iwant(j) = iwant(j) * (mod(q + j, 3) + 1)
       end do
     end do
-    ir = is
-    if (inplace) then
-      call MPI_Exscan(MPI_IN_PLACE, ir, m, MPI_INTEGER, MPI_PROD, MPI_COMM_WORLD, ierr)
-    else if (nb) then
-      call MPI_Iexscan(is, ir, m, MPI_INTEGER, MPI_PROD, MPI_COMM_WORLD, rq, ierr)
-      call MPI_Wait(rq, MPI_STATUS_IGNORE, ierr)
-    else
-      call MPI_Exscan(is, ir, m, MPI_INTEGER, MPI_PROD, MPI_COMM_WORLD, ierr)
-    end if
+    call integer_scan(.true., MPI_PROD, inplace, nb, is, ir, m)
     if (rank > 0) call expect(all(ir == iwant), 'exscan integer prod', variant)
     ! double MAX, inclusive, and MIN, exclusive
     do j = 1, m
@@ -335,6 +319,34 @@ contains
       call MPI_Exscan(ds, dr, m, MPI_DOUBLE_PRECISION, MPI_MIN, MPI_COMM_WORLD, ierr)
     end if
     if (rank > 0) call expect(all(dr == dwant), 'exscan double min', variant)
+  end subroutine
+
+  ! The integer scans of `scans` (inclusive, or exclusive) of is into ir with op, in the variant's
+  ! form: in place (ir holding is on entry), nonblocking, or blocking.
+  subroutine integer_scan(exclusive, op, inplace, nb, is, ir, m)
+    logical, intent(in) :: exclusive, inplace, nb
+    integer, intent(in) :: op, m, is(m)
+    integer, intent(out) :: ir(m)
+    integer :: rq
+    ir = is
+    if (inplace) then
+      if (exclusive) then
+        call MPI_Exscan(MPI_IN_PLACE, ir, m, MPI_INTEGER, op, MPI_COMM_WORLD, ierr)
+      else
+        call MPI_Scan(MPI_IN_PLACE, ir, m, MPI_INTEGER, op, MPI_COMM_WORLD, ierr)
+      end if
+    else if (nb) then
+      if (exclusive) then
+        call MPI_Iexscan(is, ir, m, MPI_INTEGER, op, MPI_COMM_WORLD, rq, ierr)
+      else
+        call MPI_Iscan(is, ir, m, MPI_INTEGER, op, MPI_COMM_WORLD, rq, ierr)
+      end if
+      call MPI_Wait(rq, MPI_STATUS_IGNORE, ierr)
+    else if (exclusive) then
+      call MPI_Exscan(is, ir, m, MPI_INTEGER, op, MPI_COMM_WORLD, ierr)
+    else
+      call MPI_Scan(is, ir, m, MPI_INTEGER, op, MPI_COMM_WORLD, ierr)
+    end if
   end subroutine
 
 end program test_fortran_vcoll

@@ -13,6 +13,7 @@ import pytest
 
 import pyaccl
 from conftest import WORLD
+from port_blocks import block_is_free
 from pyaccl import ACCLReduceFunctions, accl
 from pyaccl.buffer import ACCLBuffer
 from pyaccl.constants import ACCLCompressionFlags, ACCLStreamFlags, ErrorCode
@@ -331,20 +332,8 @@ def _free_consecutive_ports(n, attempts=200):
     legacy sim_sock form derives every rank's port from one base)."""
     for _ in range(attempts):
         base = _free_ports(1)[0]
-        if base + n - 1 > 0xFFFF:
-            continue
-        socks = []
-        try:
-            for p in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
+        if block_is_free(base, n):
             return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
     pytest.skip(f"no {n} consecutive free ports found")
 
 

@@ -86,6 +86,20 @@ def test_seed001_program_on_the_emulator(pair):
         np.testing.assert_array_equal(got, np.concatenate([expected_sum, expected_sum]))
 
 
+def _check_allreduce_after(pair, configure, count):
+    """configure(rank, inst) on both ranks, then a SUM allreduce of count floats (rank + 1 on each rank)
+    that must give 3 everywhere: the call works under what configure set."""
+    def rank_fn(rank, inst):
+        sbuf, rbuf = inst.allocate((count,)), inst.allocate((count,))
+        sbuf[:] = rank + 1
+        inst.allreduce(sbuf, rbuf, count, SUM)
+        return rbuf.copy()
+
+    pair.run(configure)
+    for got in pair.run(rank_fn):
+        np.testing.assert_array_equal(got, 3)
+
+
 def test_setup_rx_buffers_reconfigures_only_on_change(pair):
     def configure(rank, inst):
         inst.setup_rx_buffers()  # the constructor's values: nothing happens
@@ -93,15 +107,7 @@ def test_setup_rx_buffers_reconfigures_only_on_change(pair):
         inst.setup_rx_buffers(nbufs=4, bufsize=4096)
         assert _rx_table(inst) == (4, 4096)
 
-    def rank_fn(rank, inst):
-        sbuf, rbuf = inst.allocate((1000,)), inst.allocate((1000,))  # 4000 bytes: eager in 4 KiB buffers
-        sbuf[:] = rank + 1
-        inst.allreduce(sbuf, rbuf, 1000, SUM)
-        return rbuf.copy()
-
-    pair.run(configure)
-    for got in pair.run(rank_fn):
-        np.testing.assert_array_equal(got, 3)
+    _check_allreduce_after(pair, configure, 1000)  # 4000 bytes: eager in 4 KiB buffers
 
 
 def test_configure_communicator_changes_what_the_emulator_allows(pair):
@@ -112,15 +118,7 @@ def test_configure_communicator_changes_what_the_emulator_allows(pair):
         inst.configure_communicator(changed, rank)
         assert inst.dump_communicator().count("max-segment 512") == 2
 
-    def rank_fn(rank, inst):
-        sbuf, rbuf = inst.allocate((300,)), inst.allocate((300,))  # 1200 bytes: 3 segments of 512
-        sbuf[:] = rank + 1
-        inst.allreduce(sbuf, rbuf, 300, SUM)
-        return rbuf.copy()
-
-    pair.run(configure)
-    for got in pair.run(rank_fn):
-        np.testing.assert_array_equal(got, 3)
+    _check_allreduce_after(pair, configure, 300)  # 1200 bytes: 3 segments of 512
 
 
 def test_setup_calls_reject_bad_arguments(pair):

@@ -18,6 +18,11 @@ import sys
 import threading
 import time
 
+# The seed cells and the port helper live beside the pytest tests that use them too.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from port_blocks import block_is_free  # noqa: E402
+from test_seed000_collectives import CELLS as SEED000_CELLS  # noqa: E402
+
 WORLD_SIZE = 2
 # Longest wait for one round of calls on all ranks; each call is bounded by ACCL_TIMEOUT_MS too.
 ROUND_TIMEOUT_S = 600
@@ -28,18 +33,8 @@ def free_port_block(count):
     start = 21000 + (os.getpid() * 64) % 30000
     for attempt in range(200):
         base = 21000 + (start - 21000 + attempt * 64) % 30000
-        socks = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
+        if block_is_free(base, count):
             return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
     raise RuntimeError(f"no block of {count} free ports for cclo_emu")
 
 
@@ -83,49 +78,17 @@ class Session:
 
 
 def seed000_cells(base_port):
-    """Seed 000's code cells: RUN_ON_HARDWARE = False, WORLD_SIZE = 2 (the session's size) and each
-    instance given its session instance (sim_sock) are the only changes."""
-    return [
-        f'''from pyaccl import accl
-
-WORLD_SIZE = {WORLD_SIZE}
-RXBUF_SIZE = 16*1024
-RUN_ON_HARDWARE = False
-XCLBIN = "axis3x.xclbin"
-
-assert not RUN_ON_HARDWARE or WORLD_SIZE <= 3
-
-accl_instances = []
-for i in range(WORLD_SIZE):
-    if RUN_ON_HARDWARE:
-        accl_instances.append(accl(WORLD_SIZE, i, bufsize=RXBUF_SIZE, xclbin=XCLBIN, cclo_idx=i))
-    else:
-        accl_instances.append(accl(WORLD_SIZE, i, bufsize=RXBUF_SIZE, sim_mode=True,
-                                   sim_sock="tcp://localhost:" + str({base_port} + i)))''',
-        '''COUNT = 1000
-
-op0_buffers = []
-op1_buffers = []
-res_buffers = []
-for i in range(WORLD_SIZE):
-    op0_buffers.append(accl_instances[i].allocate((COUNT,)))
-    res_buffers.append(accl_instances[i].allocate((COUNT,)))
-    op0_buffers[i][:] = [1.0*i for i in range(COUNT)]''',
-        '''import threading
-from pyaccl import ACCLReduceFunctions
-import numpy as np
-
-def allreduce(n):
-    accl_instances[n].allreduce(op0_buffers[n], res_buffers[n], COUNT, ACCLReduceFunctions.SUM)
-
-threads = []
-for i in range(WORLD_SIZE):
-    threads.append(threading.Thread(target=allreduce, args=(i,)))
-    threads[i].start()''',
-        '''for i in range(WORLD_SIZE):
-    threads[i].join()
-    assert np.isclose(res_buffers[i], sum(op0_buffers)).all()''',
-    ]
+    """Seed 000's code cells as tests/python runs them, but for its last (deinit, which main does after
+    buffers_and_chains): WORLD_SIZE = 2 (the session's size) and each instance given its session
+    instance (sim_sock) are the only changes."""
+    setup, *rest = SEED000_CELLS[:-1]
+    edits = [("WORLD_SIZE = 4\n", f"WORLD_SIZE = {WORLD_SIZE}\n"),
+             ("sim_mode=True))", f'sim_mode=True,\n{" " * 35}sim_sock="tcp://localhost:" + str({base_port} + i)))')]
+    for seed_text, session_text in edits:
+        if setup.count(seed_text) != 1:
+            raise RuntimeError(f"seed 000's first cell no longer holds '{seed_text.strip()}' once")
+        setup = setup.replace(seed_text, session_text)
+    return [setup, *rest]
 
 
 def run_ranks(instances, fn):
