@@ -25,6 +25,13 @@ BENCHMARKS = {
     "scatter": ("lat", []),
     "reduce_scatter": ("lat", []),
     "alltoall": ("lat", []),
+    "allgatherv": ("lat", []),
+    "gatherv": ("lat", []),
+    "scatterv": ("lat", []),
+    "alltoallv": ("lat", []),
+    "scan": ("lat", []),
+    "neighbor_allgather": ("lat", []),
+    "neighbor_alltoall": ("lat", []),
     "barrier": ("lat", []),
 }
 SCALE_BENCHMARKS = ["allreduce", "bcast", "alltoall", "barrier"]
