@@ -157,7 +157,8 @@ def real_run(report, build, tmp):
     cmd = [sys.executable, report, "--build", build, "--no-build", "--no-install", "--out", out,
            "--ranks", "2", "--repeats", "1", "--benchmarks", "latency,bw,allreduce",
            "--min-size", "8", "--max-size", "64", "--iters", "5", "--warmup", "1",
-           "--skip", "callgrind,hop,core,scale,profile,plots", "--timeout", "120", "--target-repeats", "1",
+           "--skip", "callgrind,hop,core,scale,profile,plots,default,contended", "--timeout", "120",
+           "--target-repeats", "1",
            "--ladder-iters", "500"]
     print("+", " ".join(cmd), flush=True)
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
