@@ -2,7 +2,8 @@
 //
 // What the benchmarks of per-rank blocks share (osu_allgather, osu_gather,
 // osu_scatter, osu_alltoall, each built a second time with BOSU_V as its v
-// form: osu_allgatherv and so on).
+// form: osu_allgatherv and so on; the neighbourhood collectives of
+// osu_neighbor.cpp).
 #pragma once
 
 #include "osu_common.hpp"

@@ -15,7 +15,12 @@ It then adds
     layer, next to native MPI, alternating and best of the repeats;
   * the in-process driver benchmark (accl-bench-core) with its targets;
   * a scale section: 8 ranks oversubscribed, and accl-bench-core up to 16
-    in-process CCLOs next to the ring model.
+    in-process CCLOs next to the ring model;
+  * default settings: native vs LD_PRELOAD alone (the shipped tuning table
+    decides), 1 B to 4 MiB, speedup >= 0.9 at every size, and whether the
+    table's offloaded sizes keep the gain measured at tuning time;
+  * contended: latency, bw and allreduce with a busy loop on every core,
+    native and offloaded: the offloaded slowdown at most twice native's.
 Outputs (in --out, default docs/report-<date>/): results.csv, report.md,
 PNG plots, core*.csv and every raw log under logs/.
 
@@ -37,8 +42,16 @@ from accl_report.parse import Recorder
 from accl_report.plots import ensure_plotter, plot_all
 from accl_report.runner import (ALLOC_COUNTER, ALLOC_PROGRAM, build_programs, count_allocations, profile_missed,
                                 run_core, run_core_scaling, run_latency_ladder, run_matrix, stats_run)
+from accl_report.section_runs import run_contended, run_default
+from accl_report.sections import CONTENDED_BENCHMARKS, DEFAULT_BENCHMARKS
 from accl_report.targets import TARGET_RANKS, target_ranges
 from accl_report.write import write_csv, write_markdown
+
+
+# Every section --skip and --only know; PARTS come with their section under --only.
+SECTIONS = ["osu", "alloc", "callgrind", "ladder", "hop", "core", "scale", "stats", "plots", "profile", "default",
+            "contended"]
+PARTS = {"plots": "osu", "stats": "osu", "profile": "core"}
 
 
 def main():
@@ -82,10 +95,27 @@ def main():
     ap.add_argument("--callgrind-iters", type=int, default=2000, help="iterations under callgrind (default 2000)")
     ap.add_argument("--ladder-iters", type=int, default=20000,
                     help="round trips per run of the latency-by-layer section (default 20000)")
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: osu,alloc,callgrind,ladder,hop,core,scale,stats,plots,profile")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: %s" % ",".join(SECTIONS))
+    ap.add_argument("--only", default="",
+                    help="comma list of the sections to run, all others skipped (plots and stats come with osu, "
+                         "profile with core, unless --skip names them), e.g. default,contended")
+    ap.add_argument("--default-benchmarks", default=",".join(DEFAULT_BENCHMARKS),
+                    help="default-settings section's benchmarks (default %(default)s)")
+    ap.add_argument("--default-max", type=parse_bytes, default=4 << 20,
+                    help="default-settings section's largest size (default 4M; --quick 64K)")
+    ap.add_argument("--contended-benchmarks", default=",".join(CONTENDED_BENCHMARKS),
+                    help="contended section's benchmarks (default %(default)s)")
+    ap.add_argument("--contended-max", type=parse_bytes, default=1 << 20,
+                    help="contended section's largest size (default 1M; --quick 64K)")
+    ap.add_argument("--contended-iters", type=int, default=50, help="contended section's -i (default 50)")
+    ap.add_argument("--contended-warmup", type=int, default=5, help="contended section's -x (default 5)")
+    ap.add_argument("--contended-timeout", type=int, default=300,
+                    help="seconds per contended run; a run that takes longer is killed and counts as failed "
+                         "(default 300)")
     ap.add_argument("--quick", action="store_true",
-                    help="short run: sizes to 64K, -i 50 -x 5, core to 16M with budget 0.05, callgrind 500 iters, "
-                         "latency by layer 2000 round trips")
+                    help="short run: sizes to 64K (default-settings and contended sections too), -i 50 -x 5 "
+                         "(contended -i 20), core to 16M with budget 0.05, callgrind 500 iters, latency by layer "
+                         "2000 round trips")
     ap.add_argument("--nice", type=int, default=0,
                     help="run everything at this niceness (negative needs root; on a shared machine -10 keeps "
                          "other work from distorting the numbers)")
@@ -99,7 +129,8 @@ def main():
         # Only what was left at its default changes.
         for name, quick in (("max_size", 64 << 10), ("iters", 50), ("warmup", 5), ("core_max", 16 << 20),
                             ("core_budget", 0.05), ("callgrind_iters", 500),
-                            ("ladder_iters", 2000)):
+                            ("ladder_iters", 2000), ("default_max", 64 << 10), ("contended_max", 64 << 10),
+                            ("contended_iters", 20)):
             if getattr(args, name) == ap.get_default(name):
                 setattr(args, name, quick)
     if args.target_repeats < 0:
@@ -107,6 +138,13 @@ def main():
     if args.repeats < 1:
         ap.error("--repeats must be >= 1")
     skip = set(filter(None, args.skip.split(",")))
+    only = set(filter(None, args.only.split(",")))
+    if not skip | only <= set(SECTIONS):
+        ap.error("unknown section(s) %s (known: %s)" % (", ".join(sorted(skip | only - set(SECTIONS))),
+                                                        ",".join(SECTIONS)))
+    if only:
+        skip |= set(SECTIONS) - only - {part for part, section in PARTS.items() if section in only}
+    args.skip = skip
     args.type_overrides = dict(t.split("=", 1) for t in args.type)
     args.accl_env = dict(e.split("=", 1) for e in args.accl_env)
 
@@ -143,9 +181,13 @@ def main():
         BENCHMARKS.setdefault(name, ("lat", []))
         if name not in benches:
             benches.append(name)
-    for b in benches:
+    default_benches = [b for b in args.default_benchmarks.split(",") if b] if "default" not in skip else []
+    contended_benches = [b for b in args.contended_benchmarks.split(",") if b] if "contended" not in skip else []
+    for b in benches + default_benches + contended_benches:
         if b not in BENCHMARKS:
             ap.error("unknown benchmark %r (known: %s)" % (b, ", ".join(BENCHMARKS)))
+    if "osu" in skip:
+        benches = []
 
     # programs: a fresh clone gets a release build in build-bench; an existing
     # build is brought up to date (ninja does nothing when it is), so the
@@ -154,9 +196,10 @@ def main():
     want_targets = ["pmpi/libaccl_pmpi.so", "benchmarks/core/accl-bench-core", "benchmarks/core/accl-bench-pingpong"]
     if "alloc" not in skip:
         want_targets += [ALLOC_PROGRAM, ALLOC_COUNTER]
+    programs = set(benches) | set(default_benches) | set(contended_benches) | set(SCALE_BENCHMARKS) | {
+        "latency", "allreduce"}
     if not args.osu_dir:
-        want_targets += ["benchmarks/osu/osu_" + b for b in sorted((set(benches) | set(SCALE_BENCHMARKS) |
-                                                                     {"latency", "allreduce"}) - set(extra))]
+        want_targets += ["benchmarks/osu/osu_" + b for b in sorted(programs - set(extra))]
     pmpi_default = os.path.join(args.build, "pmpi", "libaccl_pmpi.so")
     core_default = os.path.join(args.build, "benchmarks", "core", "accl-bench-core")
     if not args.no_build:
@@ -164,11 +207,11 @@ def main():
     args.osu_bin_dir = os.path.abspath(args.osu_dir) if args.osu_dir else osu_build_dir
     args.binaries = {}
     args.extra = extra
-    for b in (set(benches) | set(SCALE_BENCHMARKS) | {"latency", "allreduce"}) - set(extra):
+    for b in programs - set(extra):
         p = find_binary([args.osu_bin_dir], "osu_" + b)
         if p:
             args.binaries[b] = p
-        elif b in benches:
+        elif b in benches or b in default_benches or b in contended_benches:
             log("WARNING: osu_%s not found under %s" % (b, args.osu_bin_dir))
     args.binaries.update(extra)
     args.pmpi_lib = os.path.abspath(args.pmpi_lib) if args.pmpi_lib else (
@@ -217,12 +260,14 @@ def main():
     hop = {} if "hop" in skip else run_hop_profile(args)
     core = {} if "core" in skip else run_core(args)
     scaling = {} if "scale" in skip else run_core_scaling(args)
+    default = {} if "default" in skip else run_default(args, default_benches, ranks)
+    contended = {} if "contended" in skip else run_contended(args, contended_benches, ranks)
 
     write_csv(args, rec, os.path.join(args.out, "results.csv"))
     plots = plot_all(args, rec, plotter, core, scaling)
     profiles = [] if "profile" in skip or "core" in skip else profile_missed(args, core)
     write_markdown(args, rec, cg, core, scaling, plots, started, os.path.join(args.out, "report.md"), profiles,
-                   allocs, ladder, hop)
+                   allocs, ladder, hop, default, contended)
     with open(os.path.join(args.out, "callgrind.json"), "w") as f:
         json.dump(cg if not hop else dict(cg, hop_profile=hop), f, indent=1)
     log("wrote %s (report.md, results.csv, %d plots) in %.0f s" % (

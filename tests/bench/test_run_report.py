@@ -87,11 +87,12 @@ def target_ranges(rr):
     args = types.SimpleNamespace(max_size=None, min_size=None, iters=10, warmup=1, validate=False, osu_dir=None,
                                  extra={}, type_overrides={})
     every = ("latency", "bw", "bibw", "allreduce", "bcast", "reduce", "allgather", "reduce_scatter", "alltoall",
-             "barrier")
+             "alltoallv", "barrier")
     ranges = rr.targets.target_ranges(args, every)
     check(ranges == {"latency": (8, 8), "bw": (4 << 20, 4 << 20), "allreduce": (1 << 20, 16 << 20),
                      "bcast": (1 << 20, 1 << 20), "reduce": (1 << 20, 1 << 20), "allgather": (1 << 20, 1 << 20),
-                     "reduce_scatter": (1 << 20, 1 << 20), "alltoall": (1 << 20, 1 << 20)},
+                     "reduce_scatter": (1 << 20, 1 << 20), "alltoall": (1 << 20, 1 << 20),
+                     "alltoallv": (1 << 20, 1 << 20)},
           "every target size, one narrowed range per benchmark: %s" % ranges)
     check(rr.runner.osu_args(args, "allreduce", ranges["allreduce"])[:2] == ["-m", "%d:%d" % (1 << 20, 16 << 20)],
           "a target run asks for the target sizes only")
@@ -111,6 +112,10 @@ def target_verdicts(rr):
     rec.best[("bw", 2, "accl")] = {4 << 20: 790.0}  # 0.79x: missed
     rec.best[("allreduce", 2, "native")] = {1 << 20: 100.0}
     rec.best[("allreduce", 2, "accl")] = {1 << 20: 100.0}  # equal: met
+    rec.best[("allgatherv", 2, "native")] = {1 << 20: 100.0}
+    rec.best[("allgatherv", 2, "accl")] = {1 << 20: 110.0}  # 0.91x: misses the v forms' >= 1x
+    rec.best[("allgatherv", 4, "native")] = {1 << 20: 100.0}
+    rec.best[("allgatherv", 4, "accl")] = {1 << 20: 50.0}  # 2x: met
     rec.rss[("bcast", 4, "native")] = [1000, 1000]
     rec.rss[("bcast", 4, "accl")] = [70000, 70000]   # +69000 KiB: missed
     rec.rss[("bw", 2, "native")] = [1000]
@@ -124,6 +129,9 @@ def target_verdicts(rr):
     check(verdict("bandwidth at 4 MiB", 2) == "MISSED", "0.79x bandwidth misses >= 0.8x")
     check(verdict("allreduce 1M", 2) == "MET", "equal allreduce time meets >= 1x")
     check(verdict("allreduce 16M", 2) == "not measured", "a size that was not run is not measured")
+    check((verdict("allgatherv 1 MiB", 2), verdict("allgatherv 1 MiB", 4)) == ("MISSED", "MET"),
+          "offloaded allgatherv at 1 MiB: 0.91x misses >= 1x, 2x meets")
+    check(verdict("scatterv 1 MiB", 4) == "not measured", "every v form has a target")
     check(verdict("pure interposition (Send+Recv), extra instructions per call", 2) == "MET",
           "30 extra instructions per call meet <= 150")
     check(verdict("pure interposition (Allreduce), extra instructions per call", 2) == "not measured",
@@ -149,7 +157,8 @@ def real_run(report, build, tmp):
     cmd = [sys.executable, report, "--build", build, "--no-build", "--no-install", "--out", out,
            "--ranks", "2", "--repeats", "1", "--benchmarks", "latency,bw,allreduce",
            "--min-size", "8", "--max-size", "64", "--iters", "5", "--warmup", "1",
-           "--skip", "callgrind,hop,core,scale,profile,plots", "--timeout", "120", "--target-repeats", "1",
+           "--skip", "callgrind,hop,core,scale,profile,plots,default,contended", "--timeout", "120",
+           "--target-repeats", "1",
            "--ladder-iters", "500"]
     print("+", " ".join(cmd), flush=True)
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)

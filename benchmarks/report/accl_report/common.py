@@ -6,6 +6,7 @@ import argparse
 import os
 import re
 import shlex
+import signal
 import subprocess
 import time
 
@@ -25,6 +26,13 @@ BENCHMARKS = {
     "scatter": ("lat", []),
     "reduce_scatter": ("lat", []),
     "alltoall": ("lat", []),
+    "allgatherv": ("lat", []),
+    "gatherv": ("lat", []),
+    "scatterv": ("lat", []),
+    "alltoallv": ("lat", []),
+    "scan": ("lat", []),
+    "neighbor_allgather": ("lat", []),
+    "neighbor_alltoall": ("lat", []),
     "barrier": ("lat", []),
 }
 SCALE_BENCHMARKS = ["allreduce", "bcast", "alltoall", "barrier"]
@@ -50,18 +58,26 @@ def parse_bytes(text):
 
 
 def run(cmd, env=None, timeout=600, log_path=None):
-    """Runs cmd; returns (rc, stdout, stderr, seconds). Never raises on failure."""
+    """Runs cmd; returns (rc, stdout, stderr, seconds). Never raises on failure. A run that times out is
+    killed with everything it started (mpirun's ranks too: it leads a process group of its own) and returns
+    rc 124."""
     t0 = time.time()
     try:
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-        rc, out, err = p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired as e:
-        rc = 124
-        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        err = (e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or ""))
-        err += "\n[report] TIMEOUT after %d s\n" % timeout
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+        out, err = p.communicate(timeout=timeout)
+        rc = p.returncode
     except OSError as e:
         rc, out, err = 127, "", str(e)
+    except subprocess.TimeoutExpired:
+        kill_group(p)
+        out, err = p.communicate()
+        rc = 124
+        err += "\n[report] TIMEOUT after %d s\n" % timeout
+    except BaseException:
+        kill_group(p)  # Ctrl-C or an error in the report: leave no ranks behind
+        p.communicate()
+        raise
     dt = time.time() - t0
     if log_path:
         with open(log_path, "w") as f:
@@ -69,6 +85,21 @@ def run(cmd, env=None, timeout=600, log_path=None):
             f.write("# rc=%d, %.1f s\n" % (rc, dt))
             f.write("## stdout\n" + out + "\n## stderr\n" + err)
     return rc, out, err, dt
+
+
+def kill_group(p):
+    """Ends the process group p leads: SIGTERM first (mpirun then takes its ranks down with it), SIGKILL
+    to what is left after 5 s."""
+    for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, None)):
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            return
+        if grace:
+            try:
+                p.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
 
 
 def first_error_line(err, out):
@@ -126,6 +157,19 @@ def speedup(kind, native, accl):
     if native is None or accl is None or native <= 0 or accl <= 0:
         return None
     return native / accl if kind == "lat" else accl / native
+
+
+def md_section(L, title, data, skip_name):
+    """Appends a section's heading; False, with the reason written under it, when the section did not run
+    (None: not asked for, {}: --skip, {"error": ...}: failed)."""
+    L.append(title)
+    L.append("")
+    if not data or "error" in data:
+        L.append("_not run_" if data is None else "_skipped (--skip %s, or not in --only)_" % skip_name
+                 if not data else "_skipped: %s_" % data["error"])
+        L.append("")
+        return False
+    return True
 
 
 def md_table(header, rows):

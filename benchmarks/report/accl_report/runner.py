@@ -2,6 +2,7 @@
 """Running the measurements: the OSU-style matrix (native and ACCL alternating), the ACCL_STATS runs,
 the allocation count, accl-bench-core and its profiles, the latency by layer, and building the programs."""
 
+import contextlib
 import json
 import os
 import re
@@ -37,13 +38,14 @@ def size_range(args, bench):
     return lo, max_size_for(args, bench)
 
 
-def osu_args(args, bench, sizes=None):
-    """OSU options of a run over the benchmark's size range, or over `sizes` (lo, hi) if given."""
+def osu_args(args, bench, sizes=None, iters=None, warmup=None):
+    """OSU options of a run over the benchmark's size range, or over `sizes` (lo, hi) if given; -i and -x
+    from args unless given."""
     lo, hi = sizes or size_range(args, bench)
     a = []
     if bench != "barrier":
         a += ["-m", "%d:%d" % (lo, hi)]
-    a += ["-i", str(args.iters), "-x", str(args.warmup)]
+    a += ["-i", str(iters or args.iters), "-x", str(args.warmup if warmup is None else warmup)]
     if args.osu_dir is None and args.validate and bench not in args.extra:
         a += ["-c"]
     if bench in args.type_overrides:
@@ -53,7 +55,18 @@ def osu_args(args, bench, sizes=None):
 
 def run_matrix(args, rec, benches, nps, repeats, tag, ranges=None):
     """Alternating native/ACCL runs of each benchmark; `ranges` {bench: (lo, hi)} narrows the sizes."""
-    total = len(benches) * len(nps) * repeats * (2 if args.pmpi_lib else 1)
+    modes = {"native": None}
+    if args.pmpi_lib:
+        modes["accl"] = accl_env_for(args)
+    run_alternating(args, rec, benches, nps, repeats, tag, modes,
+                    lambda bench: osu_args(args, bench, (ranges or {}).get(bench)))
+
+
+def run_alternating(args, rec, benches, nps, repeats, tag, modes, bench_args, timeout=None, around=None):
+    """Runs each benchmark in every mode of `modes` {mode: environment of the ranks or None}, `repeats` times,
+    the order of the modes turning by one from repeat to repeat; records each run in `rec`.
+    bench_args(bench): its options; around(mode): the context a run of that mode runs in (e.g. a busy machine)."""
+    total = len(benches) * len(nps) * repeats * len(modes)
     n = 0
     for np_ in nps:
         for bench in benches:
@@ -61,19 +74,19 @@ def run_matrix(args, rec, benches, nps, repeats, tag, ranges=None):
             if prog is None:
                 log("skip %s: no binary" % bench)
                 continue
-            pa = osu_args(args, bench, (ranges or {}).get(bench))
+            pa = bench_args(bench)
             for rep in range(repeats):
-                modes = ["native", "accl"] if args.pmpi_lib else ["native"]
-                if rep % 2 == 1:
-                    modes.reverse()  # alternate which mode goes first
-                for mode in modes:
+                order = list(modes)
+                order = order[rep % len(order):] + order[:rep % len(order)]  # alternate which mode goes first
+                for mode in order:
                     n += 1
-                    cmd = mpirun_cmd(args, np_, prog, pa, accl_env_for(args) if mode == "accl" else None)
+                    cmd = mpirun_cmd(args, np_, prog, pa, modes[mode])
                     lp = os.path.join(args.logdir, "%s-%s-np%d-%s-r%d.log" % (tag, bench, np_, mode, rep))
-                    rc, out, err, dt = run(cmd, env=mpi_env(), timeout=args.timeout, log_path=lp)
+                    with (around(mode) if around else None) or contextlib.nullcontext():
+                        rc, out, err, dt = run(cmd, env=mpi_env(), timeout=timeout or args.timeout, log_path=lp)
                     ok = rec.add(bench, np_, mode, rc, out, err, cmd)
                     what = bench if tag == "osu" else "%s %s" % (tag, bench)
-                    log("[%d/%d] %-15s np=%d %-6s rep %d: %s (%.1f s)" % (
+                    log("[%d/%d] %-15s np=%d %-11s rep %d: %s (%.1f s)" % (
                         n, total, what, np_, mode, rep + 1, "ok" if ok else "FAILED " + rec.errors.get(
                             (bench, np_, mode), ""), dt))
                     if not ok and mode == "accl" and rep == 0 and args.fail_fast_accl:
