@@ -94,6 +94,11 @@ std::vector<Setting> make_table() {
       integer_or_off("ACCL_MAX_RENDEZVOUS_SIZE", core, "4194304", kDatapathWord, kMax32, "bytes",
                      "bytes of each scratch buffer used by collectives; 0 = eager only; public firmware (no capability "
                      "word): above ACCL_MAX_EAGER_SIZE, never 0"),
+      integer("ACCL_CONTENDED_SPIN_US", core, "5000", 0, 100000, "us",
+              "with at most one ACCL process per core on the host: a waiting thread that another program's "
+              "thread preempted keeps polling for this long instead of yielding or blocking (both give its share "
+              "of the core away; a yield to a CPU-bound thread costs that thread's whole slice), and for another "
+              "period each time it was preempted again during the last; 0 = never"),
       // emulator
       choice("ACCL_EMU_TRANSPORT", emu, "auto", "auto,inproc,shm,tcp,udp",
              "emulator transport: auto (in-process, else shm on one host, else tcp), inproc (one process only), "

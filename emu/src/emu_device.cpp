@@ -25,6 +25,7 @@ DeviceSettings DeviceSettings::from_environment() {
   s.spin = std::chrono::microseconds(config::get_int("ACCL_EMU_SPIN_US"));
   s.drive_spin = std::chrono::microseconds(config::get_int("ACCL_EMU_DRIVE_SPIN_US"));
   s.drive_yield = std::chrono::microseconds(config::get_int("ACCL_EMU_YIELD_US"));
+  s.contended_spin = std::chrono::microseconds(config::get_int("ACCL_CONTENDED_SPIN_US"));
   s.io_timeout = std::chrono::milliseconds(config::get_int("ACCL_TIMEOUT_MS"));
   s.overflow_bytes = static_cast<size_t>(config::get_int("ACCL_EMU_OVERFLOW_BYTES"));
   return s;
@@ -56,7 +57,8 @@ EmuDevice::EmuDevice(const EmuOptions& options, const DeviceSettings& settings)
       dataplane_(xmem_, calls_, sink_, streams_, links_, mover_, doorbell_),
       core_per_process_(core_per_process(options.host_processes, std::thread::hardware_concurrency())),
       drive_spin_(driving_spin_budget(settings, core_per_process_), driving_spin_floor(settings, core_per_process_)),
-      drive_yield_(driving_yield_budget(settings, options.host_processes, std::thread::hardware_concurrency())) {
+      drive_yield_(driving_yield_budget(settings, options.host_processes, std::thread::hardware_concurrency())),
+      contended_spin_(core_per_process_ ? settings.contended_spin : std::chrono::nanoseconds(0)) {
   transports_.for_each([this](Transport& t) {
     if (t.polls()) polled_[polled_count_++] = &t;
   });
@@ -460,9 +462,19 @@ bool EmuDevice::drive_until(CallId id, const CallController::Watch& call, Wakeup
       // ~100 us, beyond the adaptive budget's floor): blocking now would hand
       // its completion to the reader and firmware threads with a wake-up
       // each (2-rank bcast 1 MiB: cores idle 44 % of the time).
-      if (now >= deadline || !peer_writing()) break;
-      quiet_since = now;
-      end = std::min(deadline, now + budget);
+      if (now >= deadline) break;
+      if (peer_writing()) {
+        quiet_since = now;
+        end = std::min(deadline, now + budget);
+        continue;
+      }
+      // Another program's thread shares our core: blocking would give our
+      // share of it away and leave the call to the firmware and reader
+      // threads, each waking late behind that thread (2 ranks beside two
+      // busy loops, 8 B ping-pong: p90 2 ms). Drive on for another period
+      // while the core stays contended (accl::contended_spin_ns()).
+      if (contended_spin_.count() == 0 || !preempted_since_last_check()) break;
+      end = std::min(deadline, now + contended_spin_);
     }
   }
   // Leave the firmware quiescent if we can (usually one pass that finds

@@ -52,6 +52,7 @@ struct DeviceSettings {
   std::chrono::nanoseconds spin{};          // ACCL_EMU_SPIN_US
   std::chrono::nanoseconds drive_spin{};    // ACCL_EMU_DRIVE_SPIN_US
   std::chrono::nanoseconds drive_yield{};   // ACCL_EMU_YIELD_US
+  std::chrono::nanoseconds contended_spin{};  // ACCL_CONTENDED_SPIN_US
   std::chrono::nanoseconds io_timeout{};    // stream pulls and sends: ACCL_TIMEOUT_MS
   size_t overflow_bytes = 0;                // ACCL_EMU_OVERFLOW_BYTES
   static DeviceSettings from_environment();
@@ -214,6 +215,9 @@ class EmuDevice final : public Device, private DeliveryDriver {
   const bool core_per_process_;
   SpinBudget drive_spin_;
   const std::chrono::nanoseconds drive_yield_;  // 0: no yielding phase (driving_yield_budget)
+  // How long a wait drives on once it finds its core contended
+  // (DeviceSettings::contended_spin with a core per process, else 0).
+  const std::chrono::nanoseconds contended_spin_;
   std::thread firmware_;
 };
 

@@ -20,6 +20,7 @@
 #include "requests.hpp"
 #include "types.hpp"
 
+#include <accl/config.hpp>
 #include <accl/log.hpp>
 
 #include <chrono>
@@ -185,6 +186,9 @@ std::atomic<int64_t> g_last_native_ns{0};
 // of wait): relaxed atomics, races only blur the heuristic.
 constexpr std::chrono::nanoseconds kPollSpinMax = std::chrono::microseconds(50);
 SpinBudget g_poll_spin{kPollSpinMax};
+// Each ACCL process of this host has a core (configure()): contended waits
+// spin on rather than yield (accl::BasicPollPacer).
+std::atomic<bool> g_own_core{false};
 }  // namespace
 
 void native_progress() {
@@ -206,10 +210,15 @@ void PollPacer::configure(unsigned host_ranks, unsigned cores) {
   // each ~650 ns on a VM whose kernel makes a yield a full reschedule. The
   // floor (a quarter of the maximum, as the emulator's driving spin) keeps
   // short waits spinning; oversubscribed, the budget still falls to zero.
-  g_poll_spin.set_floor(core_per_process(host_ranks, cores) ? kPollSpinMax / 4 : std::chrono::nanoseconds(0));
+  const bool own_core = core_per_process(host_ranks, cores);
+  g_poll_spin.set_floor(own_core ? kPollSpinMax / 4 : std::chrono::nanoseconds(0));
+  g_own_core.store(own_core, std::memory_order_relaxed);
+  accl::contended_spin_ns().store(
+      std::chrono::nanoseconds(std::chrono::microseconds(config::get_int("ACCL_CONTENDED_SPIN_US"))).count(),
+      std::memory_order_relaxed);
 }
 
-PollPacer::PollPacer() : accl::PollPacer(g_poll_spin) {}
+PollPacer::PollPacer() : accl::PollPacer(g_poll_spin, g_own_core.load(std::memory_order_relaxed)) {}
 
 bool PollPacer::native_progress_due() const {
   const std::chrono::steady_clock::time_point last{

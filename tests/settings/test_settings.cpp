@@ -50,6 +50,7 @@ const std::map<std::string, std::string> kExpected = {
     {"ACCL_RX_BUFFER_SIZE", "RRRRR"},
     {"ACCL_MAX_EAGER_SIZE", "RRRRR"},
     {"ACCL_MAX_RENDEZVOUS_SIZE", "RRARR"},  // 0 = eager only
+    {"ACCL_CONTENDED_SPIN_US", "RRARR"},    // 0 = never
     {"ACCL_EMU_TRANSPORT", "RRRRR"},
     {"ACCL_EMU_BIND_ADDRESS", "RRRRR"},
     {"ACCL_EMU_OVERFLOW_BYTES", "RRARR"},    // 0 = no overflow store

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <thread>
 
+#include <sys/resource.h>
+
 namespace accl {
 
 // One short pause inside spin loops (PAUSE on x86; lets the sibling
@@ -79,6 +81,39 @@ inline bool core_per_process(unsigned host_processes, unsigned cores) {
   return host_processes > 0 && host_processes <= cores;
 }
 
+// Whether another thread took this thread's core since the previous ask on
+// this thread: its count of involuntary context switches grew (one
+// getrusage(RUSAGE_THREAD), ~0.3 us, so asked only when a spin runs out).
+// With a core per ACCL process such a thread belongs to another program (a
+// busy loop, a build): the scheduler then shares the core in ticks of about
+// a millisecond, and a waiter that blocks or yields gives away its share
+// (with the kernel's EEVDF scheduler a sched_yield() against a CPU-bound
+// thread costs that thread's whole slice, ~1.5 ms here; a sleeper comes back
+// only when its wake-up wins over it). Spinning on, as native MPI does,
+// keeps the share, and the peer's reply is there as soon as both run.
+inline bool preempted_since_last_check() {
+  thread_local long last = -1;
+  struct rusage usage {};
+  if (::getrusage(RUSAGE_THREAD, &usage) != 0) return false;
+  const long now = usage.ru_nivcsw;
+  const bool preempted = last >= 0 && now > last;
+  last = now;
+  return preempted;
+}
+
+// How long a waiter with a core per ACCL process keeps spinning once it found
+// its core contended (preempted_since_last_check()) before it looks again:
+// preempted meanwhile, it spins another period; not, and it gives the core
+// away (yields, sleeps or blocks) as without contention. So it spins while
+// the scheduler shares the core in slices anyway (its spinning only uses its
+// own share) and stops a period after the other program does.
+// ACCL_CONTENDED_SPIN_US, set once at start-up by the layer that reads
+// settings (0: never). Relaxed: read by every wait, written before the first.
+inline std::atomic<int64_t>& contended_spin_ns() {
+  static std::atomic<int64_t> ns{0};
+  return ns;
+}
+
 // Paces one poll loop (one wait) with a SpinBudget: spin (PAUSE) while the
 // budget lasts, then yield the core (more threads than cores: the emulator's
 // threads and other ranks may need it) for up to 4096 rounds, then sleep
@@ -99,7 +134,11 @@ class BasicPollPacer {
   // stream of short waits still drives it every kNativeGrace or so.
   static constexpr std::chrono::microseconds kNativeGrace{100};
 
-  explicit BasicPollPacer(SpinBudget& budget) : spin_(budget), start_(Clock::now()), budget_(budget.next()) {}
+  // `own_core`: each ACCL process of the host has a core of its own, so a
+  // waiter that finds its core contended spins on (contended_spin_ns())
+  // instead of yielding.
+  explicit BasicPollPacer(SpinBudget& budget, bool own_core = false)
+      : spin_(budget), start_(Clock::now()), budget_(budget.next()), own_core_(own_core) {}
   ~BasicPollPacer() {
     if (rounds_ == 0) return;  // done at once: says nothing about spinning
     const bool early = !spun_out_ && (Clock::now() - start_) * 2 <= budget_;
@@ -118,10 +157,23 @@ class BasicPollPacer {
         return Step::spun;
       }
       spun_out_ = true;
+      if (own_core_ && preempted_since_last_check()) start_contended_spin();
     }
-    if (yields_ < kYieldRounds) {
+    if (contended_) {
+      if ((rounds_ & 15) != 0 || Clock::now() < contended_end_ || contention_persists()) {
+        cpu_relax();
+        return Step::spun;
+      }
+      contended_ = false;
+    }
+    if (yields_ < kYieldRounds && !no_yield_) {
       ++yields_;
+      const auto before = Clock::now();
       std::this_thread::yield();
+      // A yield that kept us off the core for long went to a thread that
+      // does not yield back: contended. Yielding again would give away a
+      // slice each time; spin on our share instead, then sleep.
+      if (own_core_ && Clock::now() - before >= kLongYield) start_contended_spin();
       return Step::yielded;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -137,13 +189,32 @@ class BasicPollPacer {
 
  private:
   static constexpr unsigned kYieldRounds = 4096;
+  static constexpr std::chrono::microseconds kLongYield{200};
+
+  void start_contended_spin() {
+    const std::chrono::nanoseconds span(contended_spin_ns().load(std::memory_order_relaxed));
+    if (span.count() == 0) return;  // off: yield as without contention
+    no_yield_ = contended_ = true;
+    contended_end_ = Clock::now() + span;
+  }
+  // At the end of a contended period: preempted again during it, so spin
+  // another period; a whole period without, and the core is ours again.
+  bool contention_persists() {
+    if (!preempted_since_last_check()) return false;
+    contended_end_ = Clock::now() + std::chrono::nanoseconds(contended_spin_ns().load(std::memory_order_relaxed));
+    return true;
+  }
 
   SpinBudget& spin_;
   typename Clock::time_point start_;
   std::chrono::nanoseconds budget_;
+  typename Clock::time_point contended_end_{};
   unsigned rounds_ = 0;
   unsigned yields_ = 0;
+  bool own_core_;
   bool spun_out_ = false;
+  bool contended_ = false;  // spinning on a contended core
+  bool no_yield_ = false;   // contended: sleep rather than yield
 };
 
 using PollPacer = BasicPollPacer<>;
