@@ -63,6 +63,12 @@ def contended_verdicts(rr):
     bw = recorder(rr, "bw", {("bw", 2, "idle-native"): {4096: 1000.0}, ("bw", 2, "busy-native"): {4096: 500.0},
                              ("bw", 2, "idle-accl"): {4096: 2000.0}, ("bw", 2, "busy-accl"): {4096: 250.0}})
     check(s.slowdowns(bw, "bw", 2) == {4096: (2.0, 8.0, 4.0)}, "bandwidth slowdown: idle / contended MB/s")
+    faster = recorder(rr, "lat", {("latency", 2, "idle-native"): {8: 2.0, 64: 2.0},
+                                  ("latency", 2, "busy-native"): {8: 1.0, 64: 1.0},
+                                  ("latency", 2, "idle-accl"): {8: 1.0, 64: 1.0},
+                                  ("latency", 2, "busy-accl"): {8: 0.9, 64: 2.5}})
+    check(s.slowdowns(faster, "latency", 2) == {8: (0.5, 0.9, 1.0), 64: (0.5, 2.5, 2.5)},
+          "a slowdown below 1 (faster under load) counts as 1 in the ratio: %s" % s.slowdowns(faster, "latency", 2))
 
 
 def tuning(rr):
