@@ -6,6 +6,7 @@
 #include <accl_hw/hw.hpp>
 #include <accl_hw/sim.hpp>
 
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -53,7 +54,8 @@ Opened open_card(const Request& request) {
 // One instance of a public ACCL simulation session, as public ACCL's drivers
 // address it in sim mode (accl_network_utils' generate_ranks): rank r at
 // 127.0.0.1, port P+r, session id r. The instances' emulated Ethernet joins
-// them by session id; ip and port only name them.
+// them by session id (ip and port only name them), so every rank's session
+// id is known here from the job size.
 Opened open_simulated(const Request& request) {
   hw::SimOptions options = hw::sim_options_from_environment(request.rank, request.size);
   if (request.sim_address) options.address = *request.sim_address;
@@ -62,7 +64,9 @@ Opened open_simulated(const Request& request) {
   out.device = hw::make_sim_device(options);
   out.ip = "127.0.0.1";
   out.port = static_cast<int>(rank0.port) + request.rank;
-  out.session_id = request.rank;
+  // make_sim_device has checked that the rank is one of `size`.
+  out.session_ids.resize(static_cast<size_t>(request.size));
+  std::iota(out.session_ids.begin(), out.session_ids.end(), 0);
   return out;
 }
 

@@ -142,13 +142,14 @@ Reason composed_pre(MPI_Comm comm, CommState** cs, int* rank, int* size) {
   return Reason::Offloaded;
 }
 
+Reason composed_device_reason() {
+  return state().public_firmware ? Reason::PublicComposed : Reason::Offloaded;
+}
+
 Reason composed_finish(Reason why, Call call, MPI_Comm comm, bool sized, uint64_t bytes, CommState** cs) {
   if (why != Reason::Offloaded) return why;
-  const State& st = state();
-  // Their blocks' sizes are not agreed by all ranks, so a block above the public
-  // firmware's eager size (which it would move by a rendezvous it lacks) could not
-  // be sent native by its rank alone.
-  if (st.public_firmware) return Reason::PublicComposed;
+  why = composed_device_reason();
+  if (why != Reason::Offloaded) return why;
   int ranks = 0;
   if (*cs != nullptr) ranks = (*cs)->size;
   else PMPI_Comm_size(comm, &ranks);

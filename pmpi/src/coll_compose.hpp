@@ -86,12 +86,21 @@ struct Composed {
 // The offload decision common to composed calls, in two steps around the
 // call's own checks (all rank-uniform). composed_pre: device up,
 // intracommunicator of size >= 2; sets *rank and *size when it says
-// Offloaded. composed_finish (when `why` is still Offloaded): call enabled
-// and, when `sized` (the byte count is the same on every rank), within the
-// byte thresholds; then the ACCL communicator, created collectively on first
-// use. *cs is usable when it returns Reason::Offloaded.
+// Offloaded. composed_finish (when `why` is still Offloaded): the device
+// (composed_device_reason), call enabled and, when `sized` (the byte count
+// is the same on every rank), within the byte thresholds; then the ACCL
+// communicator, created collectively on first use. *cs is usable when it
+// returns Reason::Offloaded.
 Reason composed_pre(MPI_Comm comm, CommState** cs, int* rank, int* size);
 Reason composed_finish(Reason why, Call call, MPI_Comm comm, bool sized, uint64_t bytes, CommState** cs);
+
+// The device's part of that decision, shared with the neighbourhood
+// collectives and Alltoallw (neighbor.cpp), which are composed the same way:
+// Reason::PublicComposed on the public firmware, else Offloaded. Their
+// blocks' sizes are not agreed by all ranks, so a block above the public
+// firmware's eager size (which it would move by a rendezvous it lacks) could
+// not be sent native by its rank alone.
+Reason composed_device_reason();
 
 // Builds the call with `issue(Composed&)` under mu and runs it: blocking
 // (req == nullptr) waits for it, otherwise *req becomes a shadow request

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// Offloaded collectives (collectives.cpp), blocking and MPI_I*: req ==
-// nullptr means blocking.
+// Offloaded collectives, blocking and MPI_I*: req == nullptr means blocking.
+// Run by the device as one call of its own (coll_direct.hpp;
+// collectives_reduce.cpp, collectives_movement.cpp):
 #pragma once
 
 #include "calls.hpp"

@@ -154,8 +154,8 @@ int coll_reduce_scatter_v(Call call, const void* sbuf, void* rbuf, const int* rc
 }  // namespace accl::pmpi
 
 // ---------------------------------------------------------------------------
-// C entry points (MPI_Reduce_scatter is collectives.cpp's: equal counts run
-// the device's reduce_scatter, unequal ones coll_reduce_scatter_v).
+// C entry points (MPI_Reduce_scatter is collectives_reduce.cpp's: equal
+// counts run the device's reduce_scatter, unequal ones coll_reduce_scatter_v).
 // ---------------------------------------------------------------------------
 using namespace accl::pmpi;
 

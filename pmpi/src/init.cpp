@@ -37,6 +37,8 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 namespace accl::pmpi {
@@ -186,7 +188,6 @@ uint64_t host_hash() {
 struct Endpoint {
   int ok;
   int port;
-  int session_id;  // a simulation session's instance (its rank), else -1
   uint64_t host;
   uint64_t rx_buffer_size;  // eager segments to this rank must fit its RX buffers
   char ip[48];
@@ -232,7 +233,7 @@ void start_device() {
   State& st = state();
   Endpoint me{};
   std::unique_ptr<Device> dev;
-  std::vector<int> session_ids;  // per rank, when opening the card set up its network
+  std::vector<int> session_ids;  // per rank, when the device numbers its sessions (devices::Opened)
 
   // A per-job secret: emulated CCLOs only accept peers that present it.
   char secret[33] = {};
@@ -260,9 +261,11 @@ void start_device() {
     devices::Opened opened = devices::open(request);
     dev = std::move(opened.device);
     session_ids = std::move(opened.session_ids);
+    if (!session_ids.empty() && session_ids.size() != static_cast<size_t>(st.world_size))
+      throw std::runtime_error("the device numbered sessions for " + std::to_string(session_ids.size()) +
+                               " ranks, not the job's " + std::to_string(st.world_size));
     std::snprintf(me.ip, sizeof me.ip, "%s", opened.ip.c_str());
     me.port = opened.port;
-    me.session_id = opened.session_id;
     me.ok = 1;
   } catch (const std::exception& e) {
     me.ok = 0;
@@ -299,10 +302,9 @@ void start_device() {
     rank_t r;
     r.ip = e.ip;
     r.port = e.port;
-    // A card that set up its own network numbers its sessions (TCP connections);
-    // otherwise each rank announced its own (a simulation session's is its rank).
-    const size_t index = st.world_ranks.size();
-    r.session_id = index < session_ids.size() ? session_ids[index] : e.session_id;
+    // A card that set up its own network (TCP connections) and a simulation
+    // session number their sessions; other devices have none (-1).
+    if (!session_ids.empty()) r.session_id = session_ids[st.world_ranks.size()];
     // Ranks may have RX buffers of different sizes (an MPMD launch): each
     // sends eager segments that fit the receiver's, not its own.
     r.max_segment_size = e.rx_buffer_size;

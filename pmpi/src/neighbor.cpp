@@ -25,6 +25,7 @@
 // (the direction is in the device tag), as MPI 4 spells out.
 #include "neighbor.hpp"
 
+#include "coll_compose.hpp"
 #include "comms.hpp"
 #include "state.hpp"
 #include "stats.hpp"
@@ -109,8 +110,7 @@ Verdict decide(Call call, MPI_Comm comm, bool topology, bool sized) {
     if (kind != MPI_CART && kind != MPI_GRAPH && kind != MPI_DIST_GRAPH) v.why = Reason::NoTopology;
   }
   if (v.why == Reason::Offloaded && !st.s.enabled[static_cast<size_t>(call)]) v.why = Reason::Excluded;
-  // As composed collectives (coll_compose.cpp): blocks of sizes no rank agrees on.
-  if (v.why == Reason::Offloaded && st.public_firmware) v.why = Reason::PublicComposed;
+  if (v.why == Reason::Offloaded) v.why = composed_device_reason();
   if (v.why == Reason::Offloaded && !sized) {
     int ranks = 0;
     if (v.cs != nullptr) ranks = v.cs->size;

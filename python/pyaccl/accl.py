@@ -163,13 +163,13 @@ class accl(_DeviceCalls, _SetupCalls, metaclass=_SubmoduleAccess):  # noqa: N801
     def _open_session(self, rank0_address, ranks, native_arith):
         """This rank's instance of a public simulation session; rank0_address '' is ACCL_SIM_ADDRESS."""
         self._device_kind = "simulator session"
-        driver, ip, port, session_id = _pyaccl.create_simulated(rank0_address, self.local_rank, self.nranks,
-                                                                native_arith)
+        driver, ip, port, session_ids = _pyaccl.create_simulated(rank0_address, self.local_rank, self.nranks,
+                                                                 native_arith)
         if ranks is None:
             base = port - self.local_rank
-            # The factory names rank r's instance 127.0.0.1:P+r with session id r.
-            ranks = [{"ip": ip, "port": base + i, "session_id": session_id - self.local_rank + i,
-                      "max_segment_size": 0} for i in range(self.nranks)]
+            # The factory names rank r's instance 127.0.0.1:P+r and gives every rank's session id.
+            ranks = [{"ip": ip, "port": base + i, "session_id": session_ids[i], "max_segment_size": 0}
+                     for i in range(self.nranks)]
         return driver, ranks
 
     def _open_emulator(self, ranks, native_arith):

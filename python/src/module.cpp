@@ -369,11 +369,11 @@ void bind_factories(py::module_& m) {
             py::gil_scoped_release release;
             return create_simulated_driver(rank0_address, rank, size, arith);
           }();
-          return std::make_tuple(opened.driver, opened.endpoint.ip, opened.endpoint.port, opened.session_id);
+          return std::make_tuple(opened.driver, opened.endpoint.ip, opened.endpoint.port, opened.session_ids);
         },
         py::arg("rank0_address"), py::arg("rank"), py::arg("size"), py::arg("arith"),
-        "One instance of a public ACCL simulation session: (driver, ip, port, session id) of `rank`; "
-        "rank0_address '' reads ACCL_SIM_ADDRESS.");
+        "One instance of a public ACCL simulation session: (driver, ip, port) of `rank` and the session ids of "
+        "every rank; rank0_address '' reads ACCL_SIM_ADDRESS.");
   m.def("selected_device", &selected_device, "ACCL_DEVICE's choice: emu, xrt, sim or none.");
   m.def("create_hardware", &create_hardware_driver, py::arg("xclbin"), py::arg("board"), py::arg("cclo_index"),
         py::arg("arith"), py::call_guard<py::gil_scoped_release>(), "A CCLO on an Alveo card (XRT backend).");

@@ -88,7 +88,7 @@ SimulatedDriver create_simulated_driver(const std::string& rank0_address, int ra
   accl::devices::Opened opened = accl::devices::open(request);
   SimulatedDriver out;
   out.endpoint = EmuEndpoint{opened.ip, opened.port};
-  out.session_id = opened.session_id;
+  out.session_ids = std::move(opened.session_ids);
   out.driver = std::make_shared<Driver>(std::move(opened.device), arith);
   return out;
 }

@@ -100,7 +100,7 @@ EmuEndpoint emulated_endpoint(Driver& driver);
 struct SimulatedDriver {
   std::shared_ptr<Driver> driver;
   EmuEndpoint endpoint;  // how peers name this rank in their communicator tables
-  int session_id = -1;
+  std::vector<int> session_ids;  // per rank, as the session numbers its instances
 };
 SimulatedDriver create_simulated_driver(const std::string& rank0_address, int rank, int size,
                                         const accl::arithConfigMap& arith);

@@ -221,7 +221,7 @@ TEST(SimProtocol, TheFactoryOpensASessionInstanceAsPublicAcclAddressesIt) {
   const hw::SimAddress rank0 = hw::parse_sim_address(fake.address());
   EXPECT_EQ(opened.ip, "127.0.0.1");
   EXPECT_EQ(opened.port, static_cast<int>(rank0.port));
-  EXPECT_EQ(opened.session_id, 0);
+  EXPECT_EQ(opened.session_ids, (std::vector<int>{0, 1}));
 
   // Rank 1's instance is not there: a named error, and the request's
   // address wins over ACCL_SIM_ADDRESS.

@@ -60,11 +60,10 @@ struct Opened {
   std::string ip;
   int port = 0;
   // Per rank: the session this device reaches it through (rank_t::session_id),
-  // when opening the device set up the network (ACCL_HW_NETWORK); empty otherwise.
+  // when opening the device set up the network (ACCL_HW_NETWORK) or joined a
+  // simulation session (whose instances find each other by session id, which
+  // public ACCL's drivers set to the rank); empty otherwise.
   std::vector<int> session_ids;
-  // A simulation session's instances find each other by session id, which
-  // public ACCL's drivers set to the rank; -1 (none) elsewhere.
-  int session_id = -1;
 };
 
 // Opens the device `request` describes. Throws what the backend throws
