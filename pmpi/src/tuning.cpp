@@ -114,12 +114,25 @@ Rule read_rule(const std::string& path, const json& r, size_t index) {
 
 }  // namespace
 
+void Table::index(size_t calls) {
+  by_call.assign(calls, {});
+  for (uint32_t i = 0; i < rules.size(); ++i)
+    for (size_t c = 0; c < calls && c < rules[i].calls.size(); ++c)
+      if (rules[i].calls[c]) by_call[c].push_back(i);
+}
+
 bool Table::offloads(size_t call, uint64_t ranks, uint64_t bytes) const {
-  for (const Rule& r : rules) {
-    if (call < r.calls.size() && r.calls[call] && ranks >= r.min_ranks && ranks <= r.max_ranks &&
-        bytes >= r.min_bytes && bytes <= r.max_bytes)
-      return r.offload;
+  auto holds = [&](const Rule& r) {
+    return call < r.calls.size() && r.calls[call] && ranks >= r.min_ranks && ranks <= r.max_ranks &&
+           bytes >= r.min_bytes && bytes <= r.max_bytes;
+  };
+  if (call < by_call.size()) {
+    for (const uint32_t i : by_call[call])
+      if (holds(rules[i])) return rules[i].offload;
+    return default_offload;
   }
+  for (const Rule& r : rules)
+    if (holds(r)) return r.offload;
   return default_offload;
 }
 
@@ -201,6 +214,7 @@ Table load(const std::string& path) {
     if (!rules.is_array()) fail(path, "rules: a list of rules");
     for (size_t i = 0; i < rules.size(); ++i) t.rules.push_back(read_rule(path, rules[i], i));
   }
+  t.index(settings::call_count());
   return t;
 }
 

@@ -46,7 +46,13 @@ struct Table {
   std::string path;  // where it was read from
   bool default_offload = false;
   std::vector<Rule> rules;
+  // Per call index, the rules that name it, in order (index()): a decision
+  // runs on every intercepted call, native ones included, and scanning all
+  // rules cost about 250 instructions per call. Empty: scan them all.
+  std::vector<std::vector<uint32_t>> by_call;
 
+  // Builds by_call for calls.def indices below `calls` (after rules change).
+  void index(size_t calls);
   // The first rule for (call index, communicator size, bytes), else the default.
   bool offloads(size_t call, uint64_t ranks, uint64_t bytes) const;
   // Whether it offloads (call index, communicator size) whatever the bytes.
