@@ -98,8 +98,8 @@ std::vector<Setting> make_table() {
               "with at most one ACCL process per core on the host: a waiting thread that another program's "
               "thread preempted keeps polling for this long instead of yielding or blocking (both give its share "
               "of the core away; a yield to a CPU-bound thread costs that thread's whole slice), and for another "
-              "period each time it was preempted again meanwhile; 0 = never (cores = all the host's: set 0 when a cpuset "
-              "confines the job to fewer)"),
+              "period each time it was preempted again meanwhile; 0 = never (cores: those the host's ranks may use, "
+              "the union of their affinity masks under the PMPI layer)"),
       // emulator
       choice("ACCL_EMU_TRANSPORT", emu, "auto", "auto,inproc,shm,tcp,udp",
              "emulator transport: auto (in-process, else shm on one host, else tcp), inproc (one process only), "
@@ -121,8 +121,8 @@ std::vector<Setting> make_table() {
               "how long after a host thread's last poll the shm transport's reader threads leave incoming "
               "messages to it before they take over; empty = 1000, or 10000 when the host has more ACCL processes "
               "than cores (a polling thread is then preempted for whole scheduler slices, and readers woken "
-              "meanwhile find no free core; the process count is known under the PMPI layer, cores = all the "
-              "host's)"),
+              "meanwhile find no free core; the process count and the cores the processes may use are known under "
+              "the PMPI layer, else cores = all the host's)"),
       integer("ACCL_EMU_SPIN_US", emu, "50", 0, 100000, "us", "how long emulator threads spin before they block"),
       integer("ACCL_EMU_DRIVE_SPIN_US", emu, "300", 0, 100000, "us",
               "how long a host thread waiting for a call keeps driving its emulated CCLO without progress before "

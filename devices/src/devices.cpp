@@ -20,6 +20,7 @@ Opened open_emulated(const Request& request) {
   options.port = request.port;
   if (request.job_secret) options.job_secret = *request.job_secret;
   options.host_processes = request.host_processes;
+  options.host_cores = request.host_cores;
   Opened out;
   out.device = emu::create_device(options);
   const emu::Endpoint ep = emu::endpoint(*out.device);

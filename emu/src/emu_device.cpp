@@ -3,6 +3,7 @@
 
 #include "net_address.hpp"
 #include "thread_name.hpp"
+#include "transport_tuning.hpp"
 
 #include <accl/config.hpp>
 #include <accl/log.hpp>
@@ -55,9 +56,9 @@ EmuDevice::EmuDevice(const EmuOptions& options, const DeviceSettings& settings)
       links_(kind_, self_, sink_, transports_),
       mover_(xmem_, memory_, streams_, links_, settings.io_timeout),
       dataplane_(xmem_, calls_, sink_, streams_, links_, mover_, doorbell_),
-      core_per_process_(core_per_process(options.host_processes, std::thread::hardware_concurrency())),
+      core_per_process_(core_per_process(options.host_processes, host_cpu_count(options.host_cores))),
       drive_spin_(driving_spin_budget(settings, core_per_process_), driving_spin_floor(settings, core_per_process_)),
-      drive_yield_(driving_yield_budget(settings, options.host_processes, std::thread::hardware_concurrency())),
+      drive_yield_(driving_yield_budget(settings, options.host_processes, host_cpu_count(options.host_cores))),
       contended_spin_(core_per_process_ ? settings.contended_spin : std::chrono::nanoseconds(0)) {
   transports_.for_each([this](Transport& t) {
     if (t.polls()) polled_[polled_count_++] = &t;
@@ -126,6 +127,7 @@ TransportSet EmuDevice::start_transports(const EmuOptions& options) {
   to.bind = self_;
   to.job_secret = options.job_secret;
   to.host_processes = options.host_processes;
+  to.host_cores = options.host_cores;
   // Each transport is started right away so its port is bound before the
   // next one takes the same number (automatic: all share one port number).
   // They listen on the configured address, but the CCLO is known by its

@@ -323,6 +323,7 @@ struct TransportOptions {
   NetAddress bind;             // address to listen on (port 0 = any free port)
   std::string job_secret;      // peers must present it; empty = no check
   unsigned host_processes = 0;  // ACCL processes on this host (EmuOptions); 0 = unknown
+  unsigned host_cores = 0;      // CPUs they may use (EmuOptions); 0 = all the host's
 };
 
 // Factories (emu/src/transport_*.cpp).

@@ -112,11 +112,15 @@ std::unique_ptr<Transport> make_tcp_transport(const TransportOptions& options, c
 std::unique_ptr<Transport> make_udp_transport(const TransportOptions& options, const UdpTuning& tuning);
 std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options, const ShmTuning& tuning);
 
+// The CPUs the host's ACCL processes may use: `host_cores` (EmuOptions; the
+// PMPI layer counts the union of its ranks' affinity masks) when known, else
+// std::thread::hardware_concurrency() (all the host's; ignores cgroup limits).
+unsigned host_cpu_count(unsigned host_cores);
+
 // The shm poll lease for a host running `host_processes` ACCL processes (0:
-// unknown) on `cores` cores: `configured` (ACCL_EMU_POLL_LEASE_US) when set
-// and positive, else 1 ms, or 10 ms when there are more processes than
-// cores (`cores`: std::thread::hardware_concurrency(), which ignores CPU
-// affinity and cgroup limits). Oversubscribed, a polling host thread waits
+// unknown) on `cores` cores (host_cpu_count()): `configured`
+// (ACCL_EMU_POLL_LEASE_US) when set and positive, else 1 ms, or 10 ms when
+// there are more processes than cores. Oversubscribed, a polling host thread waits
 // for a core whole scheduler slices at a time (milliseconds with two
 // runnable threads per core), so a 1 ms lease lapsed at most of those
 // preemptions: the control thread woke the parked readers, which found no

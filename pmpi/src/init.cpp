@@ -29,6 +29,7 @@
 #include <accl_devices/devices.hpp>
 #include <accl_pmpi/settings.hpp>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -59,6 +60,22 @@ State& create_state() {
 }  // namespace detail
 
 namespace {
+
+// CPUs this host's ranks may use: the union of their affinity masks (a cpuset
+// may give the job fewer than the host has; one rank's own mask would count a
+// core per rank under mpirun's --bind-to core). Collective over `host_comm`:
+// a rank whose mask cannot be read counts all the host's CPUs.
+unsigned host_cpu_count(MPI_Comm host_comm) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) {
+    CPU_ZERO(&set);
+    for (unsigned c = 0; c < std::thread::hardware_concurrency() && c < CPU_SETSIZE; ++c) CPU_SET(c, &set);
+  }
+  PMPI_Allreduce(MPI_IN_PLACE, &set, static_cast<int>(sizeof set), MPI_BYTE, MPI_BOR, host_comm);
+  const int count = CPU_COUNT(&set);
+  return count > 0 ? static_cast<unsigned>(count) : std::thread::hardware_concurrency();
+}
 
 std::string upper(std::string v) {
   std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::toupper(c); });
@@ -247,8 +264,11 @@ void start_device() {
   MPI_Comm host_comm = MPI_COMM_NULL;
   PMPI_Comm_split_type(st.private_comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host_comm);
   PMPI_Comm_size(host_comm, &host_ranks);
+  const unsigned cores = host_cpu_count(host_comm);
   PMPI_Comm_free(&host_comm);
-  PollPacer::configure(static_cast<unsigned>(host_ranks), std::thread::hardware_concurrency());
+  PollPacer::configure(static_cast<unsigned>(host_ranks), cores);
+  ACCL_LOG_INFO("accl-pmpi: host: {} ranks on {} cores ({})", host_ranks, cores,
+                core_per_process(static_cast<unsigned>(host_ranks), cores) ? "a core each" : "sharing cores");
 
   try {
     devices::Request request;
@@ -256,6 +276,7 @@ void start_device() {
     request.rank = st.world_rank;
     request.size = st.world_size;
     request.host_processes = static_cast<unsigned>(host_ranks);
+    request.host_cores = cores;
     request.port = 0;  // any free port; peers learn it below
     request.job_secret = secret;
     devices::Opened opened = devices::open(request);

@@ -39,6 +39,7 @@ def main():
     p.add_argument("--expect-stderr", action="append", default=[])
     p.add_argument("--expect-stdout", action="append", default=[])
     p.add_argument("--timeout", type=float, default=170)
+    p.add_argument("--cpus", help="run the job on these CPUs only (taskset -c LIST, mpirun --bind-to none)")
     p.add_argument("cmd", nargs=argparse.REMAINDER)
     a = p.parse_args()
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
@@ -52,6 +53,8 @@ def main():
         full = ["mpirun", "-np", "1"] + preload + rank0 + cmd + [":", "-np", str(a.np - 1)] + preload + cmd
     else:
         full = ["mpirun", "-np", str(a.np)] + preload + [x for kv in a.rank0_env for x in ("-x", kv)] + cmd
+    if a.cpus:
+        full = ["taskset", "-c", a.cpus, full[0], "--bind-to", "none"] + full[1:]
     try:
         r = subprocess.run(full, env=env, capture_output=True, text=True, timeout=a.timeout)
     except subprocess.TimeoutExpired as e:

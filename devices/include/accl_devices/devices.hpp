@@ -40,6 +40,7 @@ struct Request {
   // rank, and a simulation session has one instance per rank (rank r's on port P+r).
   int size = 0;
   unsigned host_processes = 0;  // processes with a device on this host; 0 = unknown
+  unsigned host_cores = 0;      // CPUs those processes may use; 0 = all the host's
   // emu
   std::optional<std::string> bind_address;  // ACCL_EMU_BIND_ADDRESS
   uint16_t port = 0;                        // 0: any free port

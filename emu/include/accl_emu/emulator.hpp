@@ -47,6 +47,9 @@ struct EmuOptions {
   // counts its CCLOs when they fit the CPUs the process may use and this is
   // left at 0.
   unsigned host_processes = 0;
+  // The CPUs those processes may use (a cpuset or mpirun's binding may give
+  // them fewer than the host has); 0 = all the host's.
+  unsigned host_cores = 0;
 };
 
 // The emulator's start-up check of its ACCL_ settings (the emu rows of the

@@ -24,6 +24,10 @@
 
 namespace accl::emu {
 
+unsigned host_cpu_count(unsigned host_cores) {
+  return host_cores != 0 ? host_cores : std::thread::hardware_concurrency();
+}
+
 std::chrono::microseconds shm_poll_lease(int64_t configured_us, unsigned host_processes, unsigned cores) {
   if (configured_us > 0) return std::chrono::microseconds(configured_us);
   const bool oversubscribed = host_processes > 0 && !core_per_process(host_processes, cores);
@@ -88,7 +92,7 @@ std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options) {
     direct_bytes = static_cast<size_t>(std::max<int64_t>(0, config::get_int("ACCL_EMU_SHM_DIRECT_BYTES")));
   tuning.direct_min_bytes = shm_direct_min_bytes(direct_bytes);
   tuning.poll_lease = shm_poll_lease(config::get_int("ACCL_EMU_POLL_LEASE_US"), options.host_processes,
-                                     std::thread::hardware_concurrency());
+                                     host_cpu_count(options.host_cores));
   return make_shm_transport(options, tuning);
 }
 
