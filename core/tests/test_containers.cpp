@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // The allocation-free building blocks of the data path: RingQueue (public,
-// also used by the emulator and the PMPI layer) and the driver's recycling
-// request allocator.
+// also used by the emulator and the PMPI layer), SeqlockMemo (the PMPI
+// layer's remembered decisions) and the driver's recycling request allocator.
 #include "../src/recycling_allocator.hpp"
 
 #include <accl/ring_queue.hpp>
+#include <accl/seqlock_memo.hpp>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -72,6 +76,64 @@ struct Payload {
   int value;
   char pad[200];
 };
+
+using Memo = accl::SeqlockMemo<3>;
+
+TEST(SeqlockMemo, FindsWhatWasRememberedUnderItsEpochOnly) {
+  Memo memo;
+  const Memo::Key a{1, 2, 3}, b{1, 2, 4};
+  EXPECT_EQ(memo.find(a, 1), 0u);
+  memo.remember(a, 1, 42);
+  EXPECT_EQ(memo.find(a, 1), 42u);
+  EXPECT_EQ(memo.find(b, 1), 0u) << "one word differs";
+  EXPECT_EQ(memo.find(a, 2), 0u) << "a later epoch forgets";
+  EXPECT_EQ(memo.find(Memo::Key{}, 0), 0u) << "an unwritten way matches no key";
+}
+
+TEST(SeqlockMemo, HoldsTwoKeysAndReplacesTheOldest) {
+  Memo memo;
+  const Memo::Key a{1, 0, 0}, b{2, 0, 0}, c{3, 0, 0};
+  memo.remember(a, 1, 10);
+  memo.remember(b, 1, 20);
+  EXPECT_EQ(memo.find(a, 1), 10u);
+  EXPECT_EQ(memo.find(b, 1), 20u);
+  memo.remember(c, 1, 30);
+  EXPECT_EQ(memo.find(a, 1), 0u);
+  EXPECT_EQ(memo.find(b, 1), 20u);
+  EXPECT_EQ(memo.find(c, 1), 30u);
+}
+
+// Writers keep replacing the ways with keys {k, k, k} and value k + 1 while
+// readers look keys up: a hit must never pair a key with another key's value
+// or be assembled from two writes (the seqlock's promise).
+TEST(SeqlockMemo, ConcurrentReadersNeverSeeATornEntry) {
+  Memo memo;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> hits{0}, torn{0};
+  std::vector<std::thread> threads;
+  for (uint64_t w = 0; w < 2; ++w)
+    threads.emplace_back([&, w] {
+      for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+        const uint64_t k = (i * 2 + w) % 7;
+        memo.remember(Memo::Key{k, k, k}, 1, k + 1);
+      }
+    });
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&] {
+      for (uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+        const uint64_t k = i % 7;
+        const uint64_t v = memo.find(Memo::Key{k, k, k}, 1);
+        if (v == 0) continue;
+        hits.fetch_add(1, std::memory_order_relaxed);
+        if (v != k + 1) torn.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  stop = true;
+  for (auto& t : threads) t.join();
+  EXPECT_GT(hits.load(), 0u);
+  EXPECT_EQ(torn.load(), 0u);
+}
 
 TEST(RecyclingAllocator, AFreedRequestBlockIsReusedForTheNext) {
   using Alloc = accl::detail::RecyclingAllocator<Payload>;

@@ -10,6 +10,7 @@
 // instead of falling back alone.
 #include "buffer_checks.hpp"
 #include "coll_direct.hpp"
+#include "decision_memo.hpp"
 #include "stats.hpp"
 
 #include <climits>
@@ -101,7 +102,13 @@ BlockArgs check_blocks(Call call, MPI_Comm comm, std::optional<int> root, Reason
 }  // namespace
 
 int coll_bcast(Call call, void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* req) {
+  auto native = [&] {
+    return req ? PMPI_Ibcast(buf, count, type, root, comm, req) : PMPI_Bcast(buf, count, type, root, comm);
+  };
+  const DecisionKey key = decision_key(comm, type, MPI_DATATYPE_NULL, buf, nullptr, two_ints(count, root), 0);
+  if (const Remembered r = remembered(call, key)) return run_remembered(call, r, comm, native);
   CallScope scope(call);
+  scope.remember_under(key);
   CommState* cs = nullptr;
   const uint64_t bytes = bytes_of(count, type);
   const Movement m = movement(bytes);
@@ -111,8 +118,7 @@ int coll_bcast(Call call, void* buf, int count, MPI_Datatype type, int root, MPI
   if (why == Reason::Offloaded) why = direct_finish(call, bytes, bytes, comm, &cs);
   if (buffers_checked(why, comm, count >= 0 && type != MPI_DATATYPE_NULL) && valid_root(comm, cs, root, &rank, &size))
     if (const BufferFault f = bcast_buffer(buf, count, type)) return reject_arguments(scope, comm, call, f, bytes);
-  if (!offload(scope, why, bytes, comm))
-    return req ? PMPI_Ibcast(buf, count, type, root, comm, req) : PMPI_Bcast(buf, count, type, root, comm);
+  if (!offload(scope, why, bytes, comm)) return native();
   return direct_run(call, comm, cs, req, [&](Held& h, PostCopy& post) {
     void* data = buf;
     if (!type_info(type).contiguous) {
@@ -128,7 +134,14 @@ int coll_bcast(Call call, void* buf, int count, MPI_Datatype type, int root, MPI
 
 int coll_gather(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                 MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req) {
+  auto native = [&] {
+    return req ? PMPI_Igather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req)
+               : PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+  };
+  const DecisionKey key = decision_key(comm, stype, rtype, sbuf, rbuf, two_ints(scount, rcount), two_ints(root, 0));
+  if (const Remembered r = remembered(call, key)) return run_remembered(call, r, comm, native);
   CallScope scope(call);
+  scope.remember_under(key);
   // The per-rank block signature: what each rank sends (the root's own
   // block sits in rbuf when in place).
   const BlockArgs a = check_blocks(call, comm, root, Reason::Offloaded, sbuf == MPI_IN_PLACE, {scount, stype},
@@ -137,9 +150,7 @@ int coll_gather(Call call, const void* sbuf, int scount, MPI_Datatype stype, voi
                               valid_root(comm, a.cs, root, &rank, &size))
     if (const BufferFault f = gather_buffers(sbuf, scount, stype, rbuf, rcount, rtype, size, rank == root))
       return reject_arguments(scope, comm, call, f, a.total);
-  if (!offload(scope, a.why, a.total, comm))
-    return req ? PMPI_Igather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req)
-               : PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+  if (!offload(scope, a.why, a.total, comm)) return native();
   return direct_run(call, comm, a.cs, req, [&](Held& h, PostCopy& post) {
     const void* src = a.in_place ? stage_own_block(h, rbuf, root, rcount, rtype, a.block)
                                  : send_side(h, sbuf, scount, stype, a.block);
@@ -156,16 +167,21 @@ int coll_gather(Call call, const void* sbuf, int scount, MPI_Datatype stype, voi
 
 int coll_scatter(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                  MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request* req) {
+  auto native = [&] {
+    return req ? PMPI_Iscatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req)
+               : PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+  };
+  const DecisionKey key = decision_key(comm, stype, rtype, sbuf, rbuf, two_ints(scount, rcount), two_ints(root, 0));
+  if (const Remembered r = remembered(call, key)) return run_remembered(call, r, comm, native);
   CallScope scope(call);
+  scope.remember_under(key);
   const BlockArgs a = check_blocks(call, comm, root, Reason::Offloaded, rbuf == MPI_IN_PLACE, {rcount, rtype},
                                    {scount, stype});
   if (int rank = 0, size = 0; buffers_checked(a.why, comm, movement_args_valid(scount, stype, rcount, rtype)) &&
                               valid_root(comm, a.cs, root, &rank, &size))
     if (const BufferFault f = scatter_buffers(sbuf, scount, stype, rbuf, rcount, rtype, size, rank == root))
       return reject_arguments(scope, comm, call, f, a.total);
-  if (!offload(scope, a.why, a.total, comm))
-    return req ? PMPI_Iscatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req)
-               : PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+  if (!offload(scope, a.why, a.total, comm)) return native();
   return direct_run(call, comm, a.cs, req, [&](Held& h, PostCopy& post) {
     // In place the root's own block stays where it is.
     void* dst = a.in_place ? h.stage(a.block) : recv_side(h, post, rbuf, rcount, rtype, a.block);
@@ -182,16 +198,21 @@ int coll_scatter(Call call, const void* sbuf, int scount, MPI_Datatype stype, vo
 
 int coll_allgather(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                    MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
+  auto native = [&] {
+    return req ? PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req)
+               : PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  };
+  const DecisionKey key = decision_key(comm, stype, rtype, sbuf, rbuf, two_ints(scount, rcount), 0);
+  if (const Remembered r = remembered(call, key)) return run_remembered(call, r, comm, native);
   CallScope scope(call);
+  scope.remember_under(key);
   const BlockArgs a = check_blocks(call, comm, std::nullopt, Reason::Offloaded, sbuf == MPI_IN_PLACE,
                                    {scount, stype}, {rcount, rtype});
   if (int rank = 0, size = 0; buffers_checked(a.why, comm, movement_args_valid(scount, stype, rcount, rtype)) &&
                               valid_root(comm, a.cs, 0, &rank, &size))
     if (const BufferFault f = all_to_all_buffers(sbuf, scount, stype, rbuf, rcount, rtype, size, 1))
       return reject_arguments(scope, comm, call, f, a.total);
-  if (!offload(scope, a.why, a.total, comm))
-    return req ? PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req)
-               : PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  if (!offload(scope, a.why, a.total, comm)) return native();
   return direct_run(call, comm, a.cs, req, [&](Held& h, PostCopy& post) {
     const void* src = a.in_place ? stage_own_block(h, rbuf, a.rank, rcount, rtype, a.block)
                                  : send_side(h, sbuf, scount, stype, a.block);
@@ -205,7 +226,14 @@ int coll_allgather(Call call, const void* sbuf, int scount, MPI_Datatype stype, 
 
 int coll_alltoall(Call call, const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount,
                   MPI_Datatype rtype, MPI_Comm comm, MPI_Request* req) {
+  auto native = [&] {
+    return req ? PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req)
+               : PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  };
+  const DecisionKey key = decision_key(comm, stype, rtype, sbuf, rbuf, two_ints(scount, rcount), 0);
+  if (const Remembered r = remembered(call, key)) return run_remembered(call, r, comm, native);
   CallScope scope(call);
+  scope.remember_under(key);
   const BlockArgs a = check_blocks(call, comm, std::nullopt,
                                    state().can_alltoall      ? Reason::Offloaded
                                    : state().public_firmware ? Reason::PublicRendezvous
@@ -215,9 +243,7 @@ int coll_alltoall(Call call, const void* sbuf, int scount, MPI_Datatype stype, v
                               valid_root(comm, a.cs, 0, &rank, &size))
     if (const BufferFault f = all_to_all_buffers(sbuf, scount, stype, rbuf, rcount, rtype, size, size))
       return reject_arguments(scope, comm, call, f, a.total);
-  if (!offload(scope, a.why, a.total, comm))
-    return req ? PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req)
-               : PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+  if (!offload(scope, a.why, a.total, comm)) return native();
   return direct_run(call, comm, a.cs, req, [&](Held& h, PostCopy& post) {
     const void* src = a.in_place ? stage_in_place(h, rbuf, rcount * a.size, rtype, a.total)
                                  : send_side(h, sbuf, scount * a.size, stype, a.total);
@@ -230,13 +256,17 @@ int coll_alltoall(Call call, const void* sbuf, int scount, MPI_Datatype stype, v
 }
 
 int coll_barrier(Call call, MPI_Comm comm, MPI_Request* req) {
+  auto native = [&] { return req ? PMPI_Ibarrier(comm, req) : PMPI_Barrier(comm); };
+  const DecisionKey key = decision_key(comm, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL, nullptr, nullptr, 0, 0);
+  if (const Remembered r = remembered(call, key)) return run_remembered(call, r, comm, native);
   CallScope scope(call);
+  scope.remember_under(key);
   CommState* cs = nullptr;
   Reason why = direct_pre(comm, &cs);
   if (why == Reason::Offloaded && !state().can_barrier)
     why = state().public_firmware ? Reason::PublicRendezvous : Reason::DeviceCap;
   if (why == Reason::Offloaded) why = direct_finish(call, 0, 0, comm, &cs);
-  if (!offload(scope, why, 0, comm)) return req ? PMPI_Ibarrier(comm, req) : PMPI_Barrier(comm);
+  if (!offload(scope, why, 0, comm)) return native();
   return direct_run(call, comm, cs, req, [&](Held&, PostCopy&) { return state().accl->barrier(cs->id, true); });
 }
 

@@ -6,6 +6,7 @@
 // rule), so a non-contiguous reduction type falls back on all of them.
 #include "buffer_checks.hpp"
 #include "coll_direct.hpp"
+#include "decision_memo.hpp"
 #include "stats.hpp"
 
 #include <climits>
@@ -65,14 +66,19 @@ void* reduce_result(Held& h, PostCopy& post, const ReduceArgs& a, void* buf, int
 
 int coll_allreduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                    MPI_Request* req) {
+  auto native = [&] {
+    return req ? PMPI_Iallreduce(sbuf, rbuf, count, type, op, comm, req)
+               : PMPI_Allreduce(sbuf, rbuf, count, type, op, comm);
+  };
+  const DecisionKey key = decision_key(comm, type, MPI_DATATYPE_NULL, sbuf, rbuf, two_ints(count, 0), handle_word(op));
+  if (const Remembered r = remembered(call, key)) return run_remembered(call, r, comm, native);
   CallScope scope(call);
+  scope.remember_under(key);
   ReduceArgs a = check_reduction(call, count, type, op, comm, 1);
   if (buffers_checked(a.why, comm, count >= 0 && type != MPI_DATATYPE_NULL && op != MPI_OP_NULL))
     if (const BufferFault f = allreduce_buffers(sbuf, rbuf, count, type))
       return reject_arguments(scope, comm, call, f, a.bytes);
-  if (!offload(scope, a.why, a.bytes, comm))
-    return req ? PMPI_Iallreduce(sbuf, rbuf, count, type, op, comm, req)
-               : PMPI_Allreduce(sbuf, rbuf, count, type, op, comm);
+  if (!offload(scope, a.why, a.bytes, comm)) return native();
   return direct_run(call, comm, a.cs, req, [&](Held& h, PostCopy& post) {
     const void* src = sbuf == MPI_IN_PLACE ? reduce_input(h, a, rbuf, count, type, a.bytes)
                                            : reduce_operand(h, a, sbuf, count, type, a.bytes);
@@ -85,7 +91,15 @@ int coll_allreduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datat
 
 int coll_reduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                 MPI_Comm comm, MPI_Request* req) {
+  auto native = [&] {
+    return req ? PMPI_Ireduce(sbuf, rbuf, count, type, op, root, comm, req)
+               : PMPI_Reduce(sbuf, rbuf, count, type, op, root, comm);
+  };
+  const DecisionKey key =
+      decision_key(comm, type, MPI_DATATYPE_NULL, sbuf, rbuf, two_ints(count, root), handle_word(op));
+  if (const Remembered r = remembered(call, key)) return run_remembered(call, r, comm, native);
   CallScope scope(call);
+  scope.remember_under(key);
   ReduceArgs a = check_reduction(call, count, type, op, comm, 1);
   int rank = 0, size = 0;
   a.why = check_root(a.why, comm, a.cs, root, &rank, &size);
@@ -93,9 +107,7 @@ int coll_reduce(Call call, const void* sbuf, void* rbuf, int count, MPI_Datatype
       valid_root(comm, a.cs, root, &rank, &size))
     if (const BufferFault f = reduce_buffers(sbuf, rbuf, count, type, rank == root))
       return reject_arguments(scope, comm, call, f, a.bytes);
-  if (!offload(scope, a.why, a.bytes, comm))
-    return req ? PMPI_Ireduce(sbuf, rbuf, count, type, op, root, comm, req)
-               : PMPI_Reduce(sbuf, rbuf, count, type, op, root, comm);
+  if (!offload(scope, a.why, a.bytes, comm)) return native();
   return direct_run(call, comm, a.cs, req, [&](Held& h, PostCopy& post) {
     const void* src = (rank == root && sbuf == MPI_IN_PLACE) ? reduce_input(h, a, rbuf, count, type, a.bytes)
                                                              : reduce_operand(h, a, sbuf, count, type, a.bytes);
@@ -119,6 +131,12 @@ int coll_reduce_scatter(Call call, const void* sbuf, void* rbuf, int rcount, con
     return req ? PMPI_Ireduce_scatter_block(sbuf, rbuf, rcount, type, op, comm, req)
                : PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm);
   };
+  // Remembered only with equal counts given as one (MPI_Reduce_scatter_block):
+  // the decision depends on the contents of rcounts.
+  const DecisionKey key =
+      decision_key(comm, type, MPI_DATATYPE_NULL, sbuf, rbuf, two_ints(rcount, 0), handle_word(op));
+  if (rcounts == nullptr)
+    if (const Remembered r = remembered(call, key)) return run_remembered(call, r, comm, native);
   int size = 0;
   PMPI_Comm_size(comm, &size);
   if (rcounts != nullptr) {
@@ -128,6 +146,7 @@ int coll_reduce_scatter(Call call, const void* sbuf, void* rbuf, int rcount, con
       if (rcounts[i] != rcount) return coll_reduce_scatter_v(call, sbuf, rbuf, rcounts, type, op, comm, req);
   }
   CallScope scope(call);
+  if (rcounts == nullptr) scope.remember_under(key);
   ReduceArgs a = check_reduction(call, rcount, type, op, comm, size);
   if (buffers_checked(a.why, comm, rcount >= 0 && type != MPI_DATATYPE_NULL && op != MPI_OP_NULL))
     if (const BufferFault f = reduce_scatter_buffers(sbuf, rbuf, rcount, size, type))

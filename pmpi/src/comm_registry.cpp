@@ -24,6 +24,7 @@
 //   if only the p2p one fails somewhere, the comm's p2p stays native.
 // * Every state is also on a registry list, so teardown frees the ACCL
 //   communicators of comms the application never freed.
+#include "decision_memo.hpp"
 #include "comms.hpp"
 #include "state.hpp"
 
@@ -66,6 +67,7 @@ void destroy(CommState* cs) {
 }
 
 int comm_delete_fn(MPI_Comm, int, void* attr, void*) {
+  forget_decisions();  // the handle may come back for another communicator
   State& st = state();
   if (st.torn_down || attr == nullptr) return MPI_SUCCESS;  // teardown already freed everything
   std::lock_guard lock(st.mu);

@@ -17,6 +17,7 @@
 // communicator including those of comms the application never freed.
 #include "buffers.hpp"
 #include "comms.hpp"
+#include "decision_memo.hpp"
 #include "errors.hpp"
 #include "progress.hpp"
 #include "requests.hpp"
@@ -488,6 +489,7 @@ void teardown() {
   st.accl.reset();
   comm_registry_teardown();
   st.active = false;
+  forget_decisions();
   if (st.private_comm != MPI_COMM_NULL) PMPI_Comm_free(&st.private_comm);
 }
 

@@ -21,6 +21,7 @@
 #include "buffer_checks.hpp"
 #include "buffers.hpp"
 #include "comms.hpp"
+#include "decision_memo.hpp"
 #include "errors.hpp"
 #include "p2p_match.hpp"
 #include "p2p_proto.hpp"
@@ -177,6 +178,13 @@ int start_nonblocking(ShadowReq* r, MPI_Request* request) {
   return MPI_SUCCESS;
 }
 
+// A point-to-point call's route depends on its communicator alone; count and
+// datatype make the bytes it is accounted with. Buffers are not in the key:
+// a suspect one (suspect_buffer) always takes the full decision.
+DecisionKey p2p_key(MPI_Comm comm, int count, MPI_Datatype type) {
+  return decision_key(comm, type, MPI_DATATYPE_NULL, nullptr, nullptr, two_ints(count, 0), 0);
+}
+
 // Where a p2p entry point's call goes after the checks every one of them
 // makes first. cs set: offloaded on that comm; null: the call is done (it ran
 // natively or its arguments were rejected) and rc is its result.
@@ -223,7 +231,11 @@ inline P2pAdmission p2p_admit(CallScope& scope, Call call, const void* buf, int 
 template <typename Native>
 int p2p_send_entry(Call call, const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                    SendMode mode, MPI_Request* request, bool persistent, Native&& native, bool account = true) {
+  const DecisionKey key = p2p_key(comm, count, type);
+  if (account && !suspect_buffer(buf))
+    if (const Remembered r = remembered(call, key)) return run_remembered(call, r, comm, native);
   CallScope scope(call, account);
+  if (account) scope.remember_under(key);
   const P2pAdmission admitted = p2p_admit(scope, call, buf, count, type, dest, tag, comm, false, native);
   if (admitted.cs == nullptr) return admitted.rc;
   CommState* const cs = admitted.cs;
@@ -248,7 +260,11 @@ int p2p_send_entry(Call call, const void* buf, int count, MPI_Datatype type, int
 template <typename Native>
 int p2p_recv_entry(Call call, void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                    MPI_Status* status, MPI_Request* request, bool persistent, Native&& native, bool account = true) {
+  const DecisionKey key = p2p_key(comm, count, type);
+  if (account && !suspect_buffer(buf))
+    if (const Remembered r = remembered(call, key)) return run_remembered(call, r, comm, native);
   CallScope scope(call, account);
+  if (account) scope.remember_under(key);
   const P2pAdmission admitted = p2p_admit(scope, call, buf, count, type, source, tag, comm, true, native);
   if (admitted.cs == nullptr) return admitted.rc;
   CommState* const cs = admitted.cs;

@@ -5,6 +5,7 @@
 // or abort when a call would run natively for a non-benign reason).
 #include "stats.hpp"
 
+#include "decision_memo.hpp"
 #include "progress.hpp"
 #include "state.hpp"
 
@@ -80,6 +81,7 @@ void CallScope::native(Reason reason, uint64_t bytes, MPI_Comm comm) {
   reason_ = reason;
   bytes_ = bytes;
   comm_ = comm;
+  if (key_ != nullptr) remember_native(call_, *key_, reason, bytes);
   if (on_) fallback_policy(call_, reason, bytes);
 }
 

@@ -10,6 +10,8 @@
 
 namespace accl::pmpi {
 
+struct DecisionKey;
+
 void stats_record(Call call, Reason reason, uint64_t bytes, uint64_t ns);
 void stats_print();
 void trace_line(Call call, Reason reason, uint64_t bytes, MPI_Comm comm, uint64_t ns);
@@ -23,6 +25,9 @@ class CallScope {
  public:
   // account = false: part of another call (the halves of MPI_Sendrecv).
   explicit CallScope(Call call, bool account = true);
+  // A native decision of this call is remembered under `key`, the call's
+  // arguments (decision_memo.hpp); `key` outlives the scope.
+  void remember_under(const DecisionKey& key) { key_ = &key; }
   ~CallScope();
   CallScope(const CallScope&) = delete;
   CallScope& operator=(const CallScope&) = delete;
@@ -36,6 +41,7 @@ class CallScope {
   Reason reason_ = Reason::Offloaded;
   uint64_t bytes_ = 0;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  const DecisionKey* key_ = nullptr;
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -11,6 +11,7 @@
 // in a datatype attribute, which MPI deletes with the type.
 #include "types.hpp"
 
+#include "decision_memo.hpp"
 #include "progress.hpp"
 #include "state.hpp"
 
@@ -102,6 +103,7 @@ bool flatten(MPI_Datatype type, ElemClass* cls, int* esize, int depth) {
 }
 
 int type_delete_fn(MPI_Datatype, int, void* attr, void*) {
+  forget_decisions();  // the handle may come back for another type
   delete static_cast<TypeInfo*>(attr);
   return MPI_SUCCESS;
 }
@@ -230,6 +232,16 @@ TypeInfo type_info(MPI_Datatype type) {
     if (PMPI_Type_set_attr(type, st.type_keyval, copy) != MPI_SUCCESS) delete copy;
   }
   return t;
+}
+
+bool track_type(MPI_Datatype type) {
+  if (find_predef(type) != nullptr) return true;
+  State& st = state();
+  if (type == MPI_DATATYPE_NULL || st.type_keyval == MPI_KEYVAL_INVALID) return false;
+  type_info(type);  // sets the attribute unless it is there
+  void* cached = nullptr;
+  int flag = 0;
+  return PMPI_Type_get_attr(type, st.type_keyval, &cached, &flag) == MPI_SUCCESS && flag;
 }
 
 namespace {

@@ -25,6 +25,10 @@ struct TypeInfo {
 };
 // Never fails: unknown types come back with cls == none.
 TypeInfo type_info(MPI_Datatype type);
+// Whether `type` is predefined or carries the layer's attribute, which it
+// gets here if it has none (type_info() sets it): its delete callback tells
+// the decision memo that the handle may be reused.
+bool track_type(MPI_Datatype type);
 // A reference to `type` that survives the application's MPI_Type_free
 // (MPI allows freeing a type while a pending operation uses it): a
 // duplicate of a derived type, MPI_DATATYPE_NULL for a predefined one
