@@ -97,6 +97,10 @@ def tuning(rr):
     check(s.tuning_speedups(measured, "allreduce", 2) == {16384: 1.5, 32768: 2.0}, "tuning-time speedups")
     check(s.tuning_speedups(measured, "bw", 2) == {8: 1.5}, "tuning-time bandwidth speedup")
     check(s.tuning_speedups(measured, "allreduce", 4) == {}, "no measurement for 4 ranks")
+    other = {"configs": [{"bench": "allreduce", "np": 2, "native": {"16384": 30.0, "32768": 30.0},
+                          "offload": {"16384": 10.0, "32768": 25.0}}]}
+    check(s.tuning_speedups({"hosts": [measured, other]}, "allreduce", 2) == {16384: 1.5, 32768: 1.2},
+          "several hosts: the smallest speedup at each size")
     check(s.tuning_holds(1.8, 2.0) and s.tuning_holds(1.0, 3.0) and s.tuning_holds(0.95, 1.0),
           "the gain holds at >= 90 % of the tuning-time speedup, or >= 1")
     check(not s.tuning_holds(0.95, 1.2) and not s.tuning_holds(0.85, None) and not s.tuning_holds(None, 1.2),

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""accl-tune's decisions from given measurements (--from-raw: no benchmark runs, no timing), and the file it
-writes passes the layer's own check (accl-info --check-settings with ACCL_TUNING_FILE).
+"""accl-tune's decisions from given measurements (--from-raw: no benchmark runs, no timing), of one host and of
+two (a size offloads only where both gain), and the file it writes passes the layer's own check (accl-info
+--check-settings with ACCL_TUNING_FILE).
 
 check_accl_tune.py ACCL_TUNE ACCL_INFO
 check_accl_tune.py --shipped ACCL_TUNE SHIPPED_JSON MEASURED_JSON REFERENCE_CSV
@@ -81,6 +82,24 @@ def main():
         ok = rules == expect
         if not ok:
             print("rules:\n%s\nexpected:\n%s" % (json.dumps(rules, indent=1), json.dumps(expect, indent=1)))
+        # Two hosts: a size is offloaded only where both gain. The second loses allreduce at 128 B (smoothing
+        # then also drops 64 B), measures no allgather, and loses barrier.
+        second = {"rounds": 2, "seconds": 1, "load": [0, 0, 0], "load_end": [0, 0, 0], "configs": [
+            config("allreduce", 2, [10] * 6, [5, 5, 5, 5, 5, 20]),
+            {"bench": "barrier", "np": 4, "runs": 2, "failed": "", "native": {"0": 2}, "offload": {"0": 10}},
+        ]}
+        second_path, both, combined = (os.path.join(d, n) for n in ("second.json", "both.json", "combined.json"))
+        with open(second_path, "w") as f:
+            json.dump(second, f)
+        expect_both = [{"call": ["allreduce", "iallreduce"], "ranks": [2, 2], "bytes": [32, 32], "use": "offload"}]
+        for args in (["--from-raw", raw_path + "," + second_path, "--raw", combined], ["--from-raw", combined]):
+            r = subprocess.run([sys.executable, tune] + args + ["--out", both], capture_output=True, text=True,
+                               timeout=60)
+            with open(both) as f:
+                rules_both = json.load(f)["rules"] if r.returncode == 0 else None
+            if rules_both != expect_both:
+                print("two hosts (%s): rules %s, expected %s %s" % (" ".join(args), rules_both, expect_both, r.stderr))
+                ok = False
         env = dict(os.environ, ACCL_POLICY="auto", ACCL_TUNING_FILE=out)
         c = subprocess.run([info, "--check-settings"], env=env, capture_output=True, text=True, timeout=60)
         if c.returncode != 0:

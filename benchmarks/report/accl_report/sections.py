@@ -105,13 +105,19 @@ def offloaded_sizes(table, bench, np_, sizes):
 
 
 def tuning_speedups(measured, bench, np_):
-    """{size: speedup} that accl-tune measured (pmpi/tuning/default.measured.json) for bench on np_ ranks."""
-    for cfg in measured.get("configs", []):
-        if cfg.get("bench") == bench and cfg.get("np") == np_:
-            kind = "bw" if bench in ("bw", "bibw") else "lat"
-            native, offload = cfg.get("native", {}), cfg.get("offload", {})
-            return {int(s): speedup(kind, v, offload.get(s)) for s, v in native.items()}
-    return {}
+    """{size: speedup} that accl-tune measured (pmpi/tuning/default.measured.json) for bench on np_ ranks: with
+    several hosts (accl-tune --from-raw a,b) the smallest, which is what the table was decided on."""
+    per_host = []
+    for host in measured.get("hosts", [measured]):
+        for cfg in host.get("configs", []):
+            if cfg.get("bench") == bench and cfg.get("np") == np_:
+                kind = "bw" if bench in ("bw", "bibw") else "lat"
+                native, offload = cfg.get("native", {}), cfg.get("offload", {})
+                per_host.append({int(s): speedup(kind, v, offload.get(s)) for s, v in native.items()})
+    if not per_host:
+        return {}
+    sizes = set.intersection(*(set(h) for h in per_host))
+    return {s: None if any(h[s] is None for h in per_host) else min(h[s] for h in per_host) for s in sorted(sizes)}
 
 
 def tuning_holds(now, then):
