@@ -7,8 +7,10 @@
 // a writer makes its sequence odd, stores, makes it even again; a reader
 // trusts what it compared only if the sequence was even and unchanged around
 // its loads, so it never matches a key half-written by another thread. The
-// words are atomics with relaxed order (plain loads and stores on x86-64),
-// so the pattern is also free of data races in the language's sense.
+// words are atomics: the writer stores them with release order and readers
+// load them with acquire order, which is what keeps a reader's second look at
+// the sequence after its loads of the words, without a fence (ThreadSanitizer
+// does not model fences). On x86-64 both are plain moves.
 //
 // An `epoch` is part of every key: the owner bumps it when anything the
 // remembered values depend on may have changed, which forgets them all.
@@ -34,10 +36,11 @@ class SeqlockMemo {
     for (const Way& way : ways_) {
       const uint32_t before = way.seq.load(std::memory_order_acquire);
       if (before & 1u) continue;  // a writer is inside
-      const uint64_t epoch_differs = way.epoch.load(std::memory_order_relaxed) ^ epoch;
+      const uint64_t epoch_differs = way.epoch.load(std::memory_order_acquire) ^ epoch;
       if ((differing(way, key, std::make_index_sequence<Words>{}) | epoch_differs) != 0) continue;
-      const uint64_t value = way.value.load(std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_acquire);
+      const uint64_t value = way.value.load(std::memory_order_acquire);
+      // A word read from a writer's store synchronises with it, so this load
+      // sees that writer's odd sequence or later: the entry is then rejected.
       if (way.seq.load(std::memory_order_relaxed) == before) return value;
     }
     return 0;
@@ -49,12 +52,11 @@ class SeqlockMemo {
     Way& way = ways_[next_.fetch_add(1, std::memory_order_relaxed) % Ways];
     uint32_t seq = way.seq.load(std::memory_order_relaxed);
     if ((seq & 1u) != 0 || !way.seq.compare_exchange_strong(seq, seq + 1, std::memory_order_relaxed)) return;
-    // Orders the odd sequence before the stores below for any reader that
-    // sees one of them (its acquire fence pairs with this one).
-    std::atomic_thread_fence(std::memory_order_release);
-    way.epoch.store(epoch, std::memory_order_relaxed);
-    for (size_t i = 0; i < Words; ++i) way.key[i].store(key[i], std::memory_order_relaxed);
-    way.value.store(value, std::memory_order_relaxed);
+    // Release stores: a reader that sees any of them also sees the odd
+    // sequence made above (their acquire loads pair with these).
+    way.epoch.store(epoch, std::memory_order_release);
+    for (size_t i = 0; i < Words; ++i) way.key[i].store(key[i], std::memory_order_release);
+    way.value.store(value, std::memory_order_release);
     way.seq.store(seq + 2, std::memory_order_release);
   }
 
@@ -70,7 +72,7 @@ class SeqlockMemo {
   // word (a hit, the common case, reads them all anyway).
   template <size_t... I>
   static uint64_t differing(const Way& way, const Key& key, std::index_sequence<I...>) noexcept {
-    return ((way.key[I].load(std::memory_order_relaxed) ^ key[I]) | ...);
+    return ((way.key[I].load(std::memory_order_acquire) ^ key[I]) | ...);
   }
   std::array<Way, Ways> ways_{};
   std::atomic<uint32_t> next_{0};
