@@ -176,6 +176,7 @@ bool create_accl_comm(MPI_Comm comm, CommState* cs, bool p2p) {
       cs->accl = true;
       cs->ctx = agreed;
       cs->p2p = p2p && all[2];
+      if (cs->p2p) g_p2p_straight.store(false, std::memory_order_relaxed);  // before the comm is returned
       if (ok[2] && !cs->p2p) {
         std::lock_guard lock(st.mu);
         free_accl_comm(cs->p2p_id);

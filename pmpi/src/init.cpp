@@ -46,6 +46,7 @@
 namespace accl::pmpi {
 
 bool g_native_only = true;
+std::atomic<bool> g_p2p_straight{true};
 
 namespace detail {
 std::atomic<State*> g_state{nullptr};
@@ -463,6 +464,8 @@ void bring_up() {
   // From here on the wrappers take the slow path only when there is
   // something to do there.
   g_native_only = !st.active && !st.observe;
+  g_p2p_straight.store(g_native_only || (!st.observe && (st.world == nullptr || !st.world->p2p)),
+                       std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -477,6 +480,7 @@ void teardown() {
   progress_thread_stop();
   if (st.s.stats) stats_print();
   g_native_only = true;
+  g_p2p_straight.store(true, std::memory_order_relaxed);
   {
     std::lock_guard lock(st.mu);
     requests_teardown();

@@ -24,10 +24,14 @@ namespace accl::pmpi {
 
 ShadowReq* g_flight = nullptr;
 
-namespace {
-constexpr uint32_t kCapacity = 1u << 16;
-constexpr uint32_t kNone = UINT32_MAX;
+namespace detail {
 ShadowReq* g_pool = nullptr;
+}  // namespace detail
+
+namespace {
+using detail::g_pool;
+using detail::kCapacity;
+constexpr uint32_t kNone = UINT32_MAX;
 uint32_t g_constructed = 0;
 uint32_t g_free_head = kNone;
 }  // namespace
@@ -51,12 +55,6 @@ void requests_teardown() {
     r.env_buf.reset();
     r.ctl_buf.reset();
   }
-}
-
-bool is_shadow(const void* handle) {
-  const auto a = reinterpret_cast<uintptr_t>(handle);
-  const auto b = reinterpret_cast<uintptr_t>(g_pool);
-  return g_pool != nullptr && a - b < size_t{kCapacity} * sizeof(ShadowReq);
 }
 
 ShadowReq* shadow_alloc(ReqKind kind, Call call) {

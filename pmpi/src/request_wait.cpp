@@ -97,7 +97,7 @@ int request_finish(ShadowReq* r, MPI_Status* status) {
 
 namespace {
 
-int wait_one(MPI_Request* req, MPI_Status* status) {
+[[gnu::noinline]] int wait_one(MPI_Request* req, MPI_Status* status) {
   ShadowReq* r = as_shadow(*req);
   if (!r->active) {
     set_empty_status(status);
@@ -110,7 +110,7 @@ int wait_one(MPI_Request* req, MPI_Status* status) {
   return rc;
 }
 
-int test_one(MPI_Request* req, int* flag, MPI_Status* status) {
+[[gnu::noinline]] int test_one(MPI_Request* req, int* flag, MPI_Status* status) {
   ShadowReq* r = as_shadow(*req);
   bool done;
   {
@@ -203,7 +203,7 @@ bool progress_and_check_shadows(State& st, int n, const MPI_Request* reqs) {
   return true;
 }
 
-int waitall_mixed(int n, MPI_Request* reqs, MPI_Status* statuses) {
+[[gnu::noinline]] int waitall_mixed(int n, MPI_Request* reqs, MPI_Status* statuses) {
   NativePart nat(n, reqs);
   bool natives_done = nat.size() == 0;
   int native_rc = MPI_SUCCESS;
@@ -232,7 +232,7 @@ int waitall_mixed(int n, MPI_Request* reqs, MPI_Status* statuses) {
   return array_result(a, statuses);
 }
 
-int testall_mixed(int n, MPI_Request* reqs, int* flag, MPI_Status* statuses) {
+[[gnu::noinline]] int testall_mixed(int n, MPI_Request* reqs, int* flag, MPI_Status* statuses) {
   State& st = state();
   if (!progress_and_check_shadows(st, n, reqs)) {
     // MPI: when the answer is "not all", no request may be touched.
@@ -365,6 +365,47 @@ bool some_pass(int n, MPI_Request* reqs, int* outcount, int* indices, MPI_Status
   return false;
 }
 
+
+// The any/some forms over arrays holding shadow requests. Each wrapper's
+// layered path is a function of its own (noinline), so the wrappers' native
+// path sets up no stack frame (see p2p_entry.cpp, p2p_straight).
+[[gnu::noinline]] int waitany_mixed(int n, MPI_Request* reqs, int* index, MPI_Status* status) {
+  PollPacer pacer;
+  int rc = MPI_SUCCESS;
+  while (!any_pass(n, reqs, index, status, &rc)) {
+    if (pacer.native_progress_due()) native_progress();  // see waitall_mixed
+    pacer.pause();
+  }
+  return rc;
+}
+
+[[gnu::noinline]] int testany_mixed(int n, MPI_Request* reqs, int* index, int* flag, MPI_Status* status) {
+  int rc = MPI_SUCCESS;
+  if (any_pass(n, reqs, index, status, &rc)) {
+    *flag = 1;
+  } else {
+    *flag = 0;
+    *index = MPI_UNDEFINED;
+  }
+  return rc;
+}
+
+[[gnu::noinline]] int waitsome_mixed(int n, MPI_Request* reqs, int* outcount, int* indices, MPI_Status* statuses) {
+  PollPacer pacer;
+  int rc = MPI_SUCCESS;
+  while (!some_pass(n, reqs, outcount, indices, statuses, &rc)) {
+    if (pacer.native_progress_due()) native_progress();  // see waitall_mixed
+    pacer.pause();
+  }
+  return rc;
+}
+
+[[gnu::noinline]] int testsome_mixed(int n, MPI_Request* reqs, int* outcount, int* indices, MPI_Status* statuses) {
+  int rc = MPI_SUCCESS;
+  if (!some_pass(n, reqs, outcount, indices, statuses, &rc)) *outcount = 0;
+  return rc;
+}
+
 }  // namespace
 
 }  // namespace accl::pmpi
@@ -393,45 +434,24 @@ ACCL_PMPI_EXPORT int MPI_Testall(int n, MPI_Request reqs[], int* flag, MPI_Statu
 
 ACCL_PMPI_EXPORT int MPI_Waitany(int n, MPI_Request reqs[], int* index, MPI_Status* status) {
   if (ACCL_LIKELY(g_native_only) || !any_shadow(n, reqs)) return PMPI_Waitany(n, reqs, index, status);
-  PollPacer pacer;
-  int rc = MPI_SUCCESS;
-  while (!any_pass(n, reqs, index, status, &rc)) {
-    if (pacer.native_progress_due()) native_progress();  // see waitall_mixed
-    pacer.pause();
-  }
-  return rc;
+  return waitany_mixed(n, reqs, index, status);
 }
 
 ACCL_PMPI_EXPORT int MPI_Testany(int n, MPI_Request reqs[], int* index, int* flag, MPI_Status* status) {
   if (ACCL_LIKELY(g_native_only) || !any_shadow(n, reqs)) return PMPI_Testany(n, reqs, index, flag, status);
-  int rc = MPI_SUCCESS;
-  if (any_pass(n, reqs, index, status, &rc)) {
-    *flag = 1;
-  } else {
-    *flag = 0;
-    *index = MPI_UNDEFINED;
-  }
-  return rc;
+  return testany_mixed(n, reqs, index, flag, status);
 }
 
 ACCL_PMPI_EXPORT int MPI_Waitsome(int n, MPI_Request reqs[], int* outcount, int indices[], MPI_Status statuses[]) {
   if (ACCL_LIKELY(g_native_only) || !any_shadow(n, reqs))
     return PMPI_Waitsome(n, reqs, outcount, indices, statuses);
-  PollPacer pacer;
-  int rc = MPI_SUCCESS;
-  while (!some_pass(n, reqs, outcount, indices, statuses, &rc)) {
-    if (pacer.native_progress_due()) native_progress();  // see waitall_mixed
-    pacer.pause();
-  }
-  return rc;
+  return waitsome_mixed(n, reqs, outcount, indices, statuses);
 }
 
 ACCL_PMPI_EXPORT int MPI_Testsome(int n, MPI_Request reqs[], int* outcount, int indices[], MPI_Status statuses[]) {
   if (ACCL_LIKELY(g_native_only) || !any_shadow(n, reqs))
     return PMPI_Testsome(n, reqs, outcount, indices, statuses);
-  int rc = MPI_SUCCESS;
-  if (!some_pass(n, reqs, outcount, indices, statuses, &rc)) *outcount = 0;
-  return rc;
+  return testsome_mixed(n, reqs, outcount, indices, statuses);
 }
 
 ACCL_PMPI_EXPORT int MPI_Request_get_status(MPI_Request req, int* flag, MPI_Status* status) {

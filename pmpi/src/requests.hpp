@@ -99,7 +99,16 @@ ShadowReq* shadow_alloc(ReqKind kind, Call call);  // mu held
 // Returns the slot to the pool (mu held). Requests that may hold device work
 // go through p2p_request_free(), which drops that work first.
 void shadow_free(ShadowReq* r);
-bool is_shadow(const void* handle);
+namespace detail {
+constexpr uint32_t kCapacity = 1u << 16;
+extern ACCL_PMPI_LOCAL ShadowReq* g_pool;  // reserved in requests_init(), before any call can see it
+}  // namespace detail
+// Inline: the request wrappers ask it of every handle they pass to PMPI.
+inline bool is_shadow(const void* handle) {
+  const auto a = reinterpret_cast<uintptr_t>(handle);
+  const auto b = reinterpret_cast<uintptr_t>(detail::g_pool);
+  return detail::g_pool != nullptr && a - b < size_t{detail::kCapacity} * sizeof(ShadowReq);
+}
 inline ShadowReq* as_shadow(MPI_Request r) { return reinterpret_cast<ShadowReq*>(r); }
 inline MPI_Request as_request(ShadowReq* r) { return reinterpret_cast<MPI_Request>(r); }
 // Fortran integer handles of shadow requests/messages (negative).

@@ -134,6 +134,13 @@ inline State& state() {
 // Read on every intercepted call: true = go straight to PMPI (offload off or
 // not initialized, no stats/trace). Written only in init/finalize.
 extern bool g_native_only;
+// Read on every point-to-point call: true while the layer is off, or while
+// no communicator runs its point-to-point traffic on ACCL and nothing observes
+// the calls; the wrappers then pass a call with a plausible buffer straight to
+// PMPI. Becomes false for good once a communicator offloads point-to-point
+// (before that communicator reaches the application). Relaxed loads: a plain
+// move on x86-64.
+extern ACCL_PMPI_LOCAL std::atomic<bool> g_p2p_straight;
 
 void teardown();  // idempotent; runs from the MPI_COMM_SELF delete callback
 

@@ -3,7 +3,7 @@
 """Runs an MPI test program under mpirun and checks its exit code and output.
 
 run_mpi.py --np N [--preload LIB] [--env K=V]... [--rank0-env K=V]... [--expect-fail]
-           [--expect-stderr REGEX]... [--expect-stdout REGEX]... -- PROGRAM ARGS...
+           [--expect-stderr REGEX]... [--reject-stderr REGEX]... [--expect-stdout REGEX]... -- PROGRAM ARGS...
 
 The child environment is ours plus --env settings (local launches inherit
 it). --preload passes LD_PRELOAD to the ranks only (-x), never to mpirun.
@@ -37,6 +37,7 @@ def main():
     p.add_argument("--rank0-env", action="append", default=[])
     p.add_argument("--expect-fail", action="store_true")
     p.add_argument("--expect-stderr", action="append", default=[])
+    p.add_argument("--reject-stderr", action="append", default=[], help="fail when stderr matches")
     p.add_argument("--expect-stdout", action="append", default=[])
     p.add_argument("--timeout", type=float, default=170)
     p.add_argument("--cpus", help="run the job on these CPUs only (taskset -c LIST, mpirun --bind-to none)")
@@ -74,6 +75,10 @@ def main():
     for rx in a.expect_stderr:
         if not re.search(rx, r.stderr, re.M):
             print(f"stderr does not match /{rx}/")
+            ok = False
+    for rx in a.reject_stderr:
+        if m := re.search(rx, r.stderr, re.M):
+            print(f"stderr matches /{rx}/, which it must not: {m.group(0)!r}")
             ok = False
     for rx in a.expect_stdout:
         if not re.search(rx, r.stdout, re.M):
