@@ -70,6 +70,9 @@ Reason policy_unsized(Call call, uint64_t ranks);
 // Whether point-to-point on a communicator of `ranks` members may be
 // offloaded by ACCL_POLICY (decided once, when the communicator is made).
 bool policy_p2p(uint64_t ranks);
+// True when the settings run `call` natively on every communicator at every
+// size (excluded, ACCL_POLICY=native, or a table that never offloads it).
+bool policy_never_offloads(Call call);
 // A digest of every input of those decisions: equal on ranks that decide alike.
 uint64_t policy_digest();
 // Why a call runs natively when the layer has no device: ACCL_OFFLOAD=off,

@@ -255,7 +255,8 @@ int coll_alltoall(Call call, const void* sbuf, int scount, MPI_Datatype stype, v
   });
 }
 
-int coll_barrier(Call call, MPI_Comm comm, MPI_Request* req) {
+// noinline: MPI_Barrier's straight path stays free of this frame.
+[[gnu::noinline]] int coll_barrier(Call call, MPI_Comm comm, MPI_Request* req) {
   auto native = [&] { return req ? PMPI_Ibarrier(comm, req) : PMPI_Barrier(comm); };
   const DecisionKey key = decision_key(comm, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL, nullptr, nullptr, 0, 0);
   if (const Remembered r = remembered(call, key)) return run_remembered(call, r, comm, native);
@@ -333,7 +334,7 @@ ACCL_PMPI_EXPORT int MPI_Ialltoall(const void* sbuf, int scount, MPI_Datatype st
 }
 
 ACCL_PMPI_EXPORT int MPI_Barrier(MPI_Comm comm) {
-  if (ACCL_LIKELY(g_native_only)) return PMPI_Barrier(comm);
+  if (ACCL_LIKELY(g_barrier_straight)) return PMPI_Barrier(comm);
   return coll_barrier(Call::Barrier, comm, nullptr);
 }
 ACCL_PMPI_EXPORT int MPI_Ibarrier(MPI_Comm comm, MPI_Request* req) {

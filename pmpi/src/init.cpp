@@ -47,6 +47,7 @@ namespace accl::pmpi {
 
 bool g_native_only = true;
 std::atomic<bool> g_p2p_straight{true};
+bool g_barrier_straight = true;
 
 namespace detail {
 std::atomic<State*> g_state{nullptr};
@@ -464,6 +465,7 @@ void bring_up() {
   // From here on the wrappers take the slow path only when there is
   // something to do there.
   g_native_only = !st.active && !st.observe;
+  g_barrier_straight = g_native_only || (!st.observe && policy_never_offloads(Call::Barrier));
   g_p2p_straight.store(g_native_only || (!st.observe && (st.world == nullptr || !st.world->p2p)),
                        std::memory_order_relaxed);
 }
@@ -480,6 +482,7 @@ void teardown() {
   progress_thread_stop();
   if (st.s.stats) stats_print();
   g_native_only = true;
+  g_barrier_straight = true;
   g_p2p_straight.store(true, std::memory_order_relaxed);
   {
     std::lock_guard lock(st.mu);

@@ -70,6 +70,14 @@ bool policy_p2p(uint64_t ranks) {
          s.table.offloads(static_cast<size_t>(Call::Recv), ranks, 0);
 }
 
+bool policy_never_offloads(Call call) {
+  const Settings& s = state().s;
+  const size_t i = static_cast<size_t>(call);
+  if (!s.enabled[i] || s.policy == tuning::Policy::native) return true;
+  if (s.policy == tuning::Policy::automatic && !s.thresholds_set[i]) return !s.table.may_offload(i);
+  return false;
+}
+
 Reason inactive_reason() {
   const Settings& s = state().s;
   if (!s.offload) return Reason::Disabled;

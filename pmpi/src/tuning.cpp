@@ -145,6 +145,12 @@ bool Table::offloads_every_size(size_t call, uint64_t ranks) const {
   return default_offload;
 }
 
+bool Table::may_offload(size_t call) const {
+  for (const Rule& r : rules)
+    if (r.offload && call < r.calls.size() && r.calls[call]) return true;
+  return default_offload;
+}
+
 uint64_t Table::digest() const {
   uint64_t h = 14695981039346656037ull;  // FNV-1a
   auto mix = [&h](uint64_t v) {

@@ -101,6 +101,11 @@ TEST(TuningFile, TheFirstRuleThatHoldsDecides) {
   EXPECT_FALSE(t.offloads_every_size(call("bcast"), 2));  // native below 1 KiB
   EXPECT_FALSE(t.offloads_every_size(call("allreduce"), 2));
   EXPECT_FALSE(t.offloads_every_size(call("alltoall"), 2));
+  // at some size on some communicator (else the wrapper may skip the decision)
+  EXPECT_TRUE(t.may_offload(call("barrier")));
+  EXPECT_TRUE(t.may_offload(call("send")));   // on 2 ranks only
+  EXPECT_TRUE(t.may_offload(call("bcast")));  // from 1 KiB
+  EXPECT_FALSE(t.may_offload(call("alltoall")));  // no rule, default native
   EXPECT_NE(t.digest(), tuning::Table{}.digest());
 }
 

@@ -57,6 +57,9 @@ struct Table {
   bool offloads(size_t call, uint64_t ranks, uint64_t bytes) const;
   // Whether it offloads (call index, communicator size) whatever the bytes.
   bool offloads_every_size(size_t call, uint64_t ranks) const;
+  // Whether some rule (or the default) could offload the call at some
+  // communicator size and byte count; false: native everywhere.
+  bool may_offload(size_t call) const;
   // A digest of the decisions (not of comments or metadata): equal on ranks
   // that would decide alike.
   uint64_t digest() const;

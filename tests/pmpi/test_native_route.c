@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0
  *
- * Point-to-point decided per communicator (issue 40): under a table that
- * offloads point-to-point on 2-rank communicators only, ranks 0 and 1 first
- * exchange messages on MPI_COMM_WORLD (3+ ranks: native, and with nothing
- * observing the layer passes those calls straight to PMPI), then, unless the
- * argument is "world", on a 2-rank communicator split off the world, where
- * the same calls must reach the device. meson.build checks the device's
- * debug log: no send or receive call for "world", both for the full run. The
- * values are checked either way.
+ * Calls the layer passes straight to PMPI when nothing observes them
+ * (issue 40), and those it must not. Under a table that offloads
+ * point-to-point on 2-rank communicators only, ranks 0 and 1 first exchange
+ * messages on MPI_COMM_WORLD (3+ ranks: native, straight to PMPI), then,
+ * unless the argument is "world", on a 2-rank communicator split off the
+ * world, where the same calls must reach the device. Every rank also enters
+ * MPI_Barrier, which reaches the device unless the settings never offload
+ * it. meson.build checks the device's debug log (no send, receive or barrier
+ * call, or each of them, per run). The values are checked either way.
  *
- *   test_p2p_route [world]
+ *   test_native_route [world]
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (size < 3) {
-    if (rank == 0) fprintf(stderr, "test_p2p_route needs 3 or more ranks\n");
+    if (rank == 0) fprintf(stderr, "test_native_route needs 3 or more ranks\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   if (rank < 2) exchange(MPI_COMM_WORLD, rank, 100);
@@ -63,9 +64,10 @@ int main(int argc, char** argv) {
       MPI_Comm_free(&pair);
     }
   }
+  MPI_Barrier(MPI_COMM_WORLD);
   int all = 0;
   MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0 && all == 0) printf("test_p2p_route: passed\n");
+  if (rank == 0 && all == 0) printf("test_native_route: passed\n");
   MPI_Finalize();
   return all == 0 ? 0 : 1;
 }
