@@ -42,6 +42,10 @@ def default_verdicts(rr):
     check((verdict, worst, missing) == ("MISSED", (4, 0.8), [4, 1 << 20]),
           "0.8 at 4 B and no default value at 1 MiB miss, both listed: %s %s %s" % (verdict, worst, missing))
     check(s.at_least_everywhere({}, 0.9)[0] == "not measured", "no sizes: not measured")
+    control = {4: 0.95, 1024: 0.7}
+    check(s.beyond_control({4: 0.8, 1024: 0.8, 2048: 0.85, 4096: None}, control, 0.9) == [4, 2048, 4096],
+          "beyond the control: below the target and below the second native run (4 B), or no control value "
+          "(2 KiB), or no value (4 KiB); not 1 KiB, where native itself drifted to 0.7")
     bw = recorder(rr, "bw", {("bw", 2, "native"): {1: 10.0}, ("bw", 2, "default"): {1: 8.0}})
     check(s.speedups(bw, "bw", 2, "native", "default") == {1: 0.8}, "bandwidth speedup: default / native MB/s")
 
@@ -126,6 +130,7 @@ def markdown(rr, tmp):
     s = rr.sections
     default = recorder(rr, "lat", {("allreduce", 2, "native"): {4: 1.0, 1 << 20: 100.0},
                                    ("allreduce", 2, "default"): {4: 1.0, 1 << 20: 125.0},
+                                   ("allreduce", 2, "native2"): {4: 1.0, 1 << 20: 130.0},
                                    ("alltoall", 2, "native"): {4: 1.0},
                                    ("alltoall", 2, "default"): {4: 0.5}})
     contended = recorder(rr, "lat", {("latency", 2, m): {8: v} for m, v in
@@ -155,9 +160,12 @@ def markdown(rr, tmp):
             rows.setdefault(tuple(cells[:2]), cells)
     check("## Summary\n\n_skipped (--skip osu" in text and "## Results by benchmark" not in text and
           "## Speed targets" not in text, "the OSU sections say they were skipped, nothing else of them")
-    check(rows[("allreduce", "2")][2:7] == ["0.8 at 1M", "MISSED", "1M", "MPI_Allreduce 10/40", "ok"],
-          "default verdict: 0.8 at 1 MiB misses, the device calls of the stats run: %s" % rows[("allreduce", "2")])
-    check(rows[("alltoall", "2")][2:6] == ["2 at 4", "MET", "–", "–"], "default verdict: 2x at 4 B meets")
+    check(rows[("allreduce", "2")][2:9] == ["0.8 at 1M", "MISSED", "1M", "0.769 at 1M", "–", "MPI_Allreduce 10/40",
+                                            "ok"],
+          "default verdict: 0.8 at 1 MiB misses, but a second native run drifted further (0.769): no miss beyond "
+          "the control; the device calls of the stats run: %s" % rows[("allreduce", "2")])
+    check(rows[("alltoall", "2")][2:8] == ["2 at 4", "MET", "–", "–", "–", "–"],
+          "default verdict: 2x at 4 B meets, no control run: %s" % rows[("alltoall", "2")])
     check("| 1M | **0.8** |  |" in text, "the size table marks a miss and leaves a size not run empty")
     check("| allreduce | 2 | 1M | 0.8 | 3 | **NO** |" in text,
           "an offloaded size at 0.8x where tuning measured 3x: the gain does not hold")

@@ -23,13 +23,15 @@ def default_args(args, bench):
 
 
 def run_default(args, benches, nps):
-    """-> {"rec": Recorder of modes native/default, "stats": {(bench, np): {call: (calls, offloaded, native)}},
+    """-> {"rec": Recorder of modes native/default/native2 (native2: a second native arm, the control that
+    shows how far two native runs of the same protocol drift apart), "stats": {(bench, np): {call: (calls, offloaded, native)}},
     "table", "measured": the tuning table and its measurements}, or {"error": ...}."""
     if not args.pmpi_lib:
         return {"error": "no libaccl_pmpi.so"}
     rec = Recorder()
     run_alternating(args, rec, benches, nps, args.repeats, "default",
-                    {"native": None, "default": default_env(args)}, lambda bench: default_args(args, bench))
+                    {"native": None, "default": default_env(args), "native2": None},
+                    lambda bench: default_args(args, bench))
     stats = {}
     for np_ in nps:
         for bench in benches:

@@ -53,6 +53,14 @@ def at_least_everywhere(by_size, limit):
     return ("MISSED" if missing else "MET"), worst, missing
 
 
+def beyond_control(by_size, control, limit):
+    """Sizes where `by_size` misses `limit` and is also below `control` there (a second native run's speedup
+    over the first, same protocol, same session): misses that the spread of native MPI alone does not explain.
+    A size without a value, or without a control value, counts."""
+    return sorted(s for s, v in by_size.items()
+                  if v is None or (v < limit and (control.get(s) is None or v < control[s])))
+
+
 def at_most_everywhere(by_size, limit):
     """at_least_everywhere's mirror: every size has a value <= limit; worst is the largest value."""
     flipped = {s: (None if v is None else -v) for s, v in by_size.items()}
