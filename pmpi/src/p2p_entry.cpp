@@ -460,24 +460,20 @@ ACCL_PMPI_EXPORT int MPI_Recv(RECV_PARAMS, MPI_Status* status) {
   if (p2p_straight(buf)) return PMPI_Recv(RECV_ARGS, status);
   return layered_Recv(RECV_ARGS, status);
 }
-[[gnu::noinline]] static int layered_Irecv(RECV_PARAMS, MPI_Request* req) {
-  if (g_native_only) return PMPI_Irecv(RECV_ARGS, req);
-  return p2p_recv_entry(Call::Irecv, RECV_ARGS, MPI_STATUS_IGNORE, req, false,
-                        [&] { return PMPI_Irecv(RECV_ARGS, req); });
-}
-ACCL_PMPI_EXPORT int MPI_Irecv(RECV_PARAMS, MPI_Request* req) {
-  if (p2p_straight(buf)) return PMPI_Irecv(RECV_ARGS, req);
-  return layered_Irecv(RECV_ARGS, req);
-}
-[[gnu::noinline]] static int layered_Recv_init(RECV_PARAMS, MPI_Request* req) {
-  if (g_native_only) return PMPI_Recv_init(RECV_ARGS, req);
-  return p2p_recv_entry(Call::RecvInit, RECV_ARGS, MPI_STATUS_IGNORE, req, true,
-                        [&] { return PMPI_Recv_init(RECV_ARGS, req); });
-}
-ACCL_PMPI_EXPORT int MPI_Recv_init(RECV_PARAMS, MPI_Request* req) {
-  if (p2p_straight(buf)) return PMPI_Recv_init(RECV_ARGS, req);
-  return layered_Recv_init(RECV_ARGS, req);
-}
+// With a request, as ISEND_BINDING: the I-form starts the receive, the _init
+// form only creates it.
+#define IRECV_BINDING(name, call, persistent)                                                                  \
+  [[gnu::noinline]] static int layered_##name(RECV_PARAMS, MPI_Request* req) {                                \
+    if (g_native_only) return PMPI_##name(RECV_ARGS, req);                                                     \
+    return p2p_recv_entry(Call::call, RECV_ARGS, MPI_STATUS_IGNORE, req, persistent,                           \
+                          [&] { return PMPI_##name(RECV_ARGS, req); });                                        \
+  }                                                                                                            \
+  ACCL_PMPI_EXPORT int MPI_##name(RECV_PARAMS, MPI_Request* req) {                                             \
+    if (p2p_straight(buf)) return PMPI_##name(RECV_ARGS, req);                                                 \
+    return layered_##name(RECV_ARGS, req);                                                                     \
+  }
+IRECV_BINDING(Irecv, Irecv, false)
+IRECV_BINDING(Recv_init, RecvInit, true)
 
 #define SENDRECV_PARAMS                                                                                       \
   const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf, int rcount, MPI_Datatype rtype, \

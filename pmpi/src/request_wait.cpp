@@ -365,7 +365,6 @@ bool some_pass(int n, MPI_Request* reqs, int* outcount, int* indices, MPI_Status
   return false;
 }
 
-
 // The any/some forms over arrays holding shadow requests. Each wrapper's
 // layered path is a function of its own (noinline), so the wrappers' native
 // path sets up no stack frame (see p2p_entry.cpp, p2p_straight).
