@@ -10,6 +10,7 @@
 #include "requests.hpp"
 #include "state.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <stdexcept>
@@ -105,6 +106,34 @@ void Composed::copy_typed(const void* sbuf, int scount, MPI_Datatype stype, void
   staging_put(s);
 }
 
+void Composed::copy_own(const void* sbuf, int scount, MPI_Datatype stype, void* rbuf, int rcount, MPI_Datatype rtype,
+                        uint64_t bytes) {
+  if (bytes == 0 || sbuf == rbuf) return;
+  if (type_info(stype).contiguous && type_info(rtype).contiguous) {
+    own_blocks.push_back(OwnBlock{sbuf, rbuf, bytes});
+    return;
+  }
+  copy_typed(sbuf, scount, stype, rbuf, rcount, rtype, bytes);
+}
+
+void Composed::copy_own_blocks(Request* progress) {
+  // A slice takes a few microseconds: the device is polled that often, and a
+  // poll that finds nothing costs far less than the slice.
+  constexpr uint64_t kSlice = 64 * 1024;
+  for (const OwnBlock& b : own_blocks) {
+    const auto* from = static_cast<const char*>(b.from);
+    auto* to = static_cast<char*>(b.to);
+    for (uint64_t done = 0; done < b.bytes;) {
+      const uint64_t n = std::min(kSlice, b.bytes - done);
+      std::memmove(to + done, from + done, n);
+      done += n;
+      if (progress != nullptr && done < b.bytes) progress->test();
+    }
+    if (progress != nullptr) progress->test();
+  }
+  own_blocks.clear();
+}
+
 RequestPtr Composed::after_all() {
   if (calls.empty()) return nullptr;  // a shadow request without device work completes in the next progress round
   if (calls.size() == 1) return calls.front();
@@ -175,6 +204,7 @@ int composed_run(Call call, MPI_Comm comm, CommState* cs, MPI_Request* req,
       c->tag = kComposedTagBase | (cs->composed_seq++ & kComposedTagMask);
       issue(*c);
       done = c->after_all();
+      c->copy_own_blocks(done.get());
       if (req != nullptr) {
         ShadowReq* r = collective_request(call, comm, cs, std::move(done));
         r->composed = std::move(c);

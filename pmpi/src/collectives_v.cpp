@@ -106,12 +106,12 @@ int coll_allgatherv(Call call, const void* sbuf, int scount, MPI_Datatype stype,
   return composed_run(call, comm, cs, req, [&](Composed& c) {
     void* mine = at(rbuf, displs, rank, rtype);
     const void* out = in_place ? c.outgoing(mine, rcounts[rank], rtype, own) : c.outgoing(sbuf, scount, stype, own);
-    for (int p = 0; p < size; ++p) {
-      if (p == rank) continue;
-      c.send_block(out, own, p);
-      c.recv_typed(at(rbuf, displs, p, rtype), rcounts[p], rtype, bytes_of(rcounts[p], rtype), p);
-    }
-    if (!in_place) Composed::copy_typed(sbuf, scount, stype, mine, rcounts[rank], rtype, own);
+    // Receives first: a peer's request to send finds its receive posted.
+    for (int p = 0; p < size; ++p)
+      if (p != rank) c.recv_typed(at(rbuf, displs, p, rtype), rcounts[p], rtype, bytes_of(rcounts[p], rtype), p);
+    for (int p = 0; p < size; ++p)
+      if (p != rank) c.send_block(out, own, p);
+    if (!in_place) c.copy_own(sbuf, scount, stype, mine, rcounts[rank], rtype, own);
   });
 }
 
@@ -131,8 +131,7 @@ int coll_gatherv(Call call, const void* sbuf, int scount, MPI_Datatype stype, vo
     for (int p = 0; p < d.size; ++p)
       if (p != root) c.recv_typed(at(rbuf, displs, p, rtype), rcounts[p], rtype, bytes_of(rcounts[p], rtype), p);
     if (!d.in_place)
-      Composed::copy_typed(sbuf, scount, stype, at(rbuf, displs, root, rtype), rcounts[root], rtype,
-                           bytes_of(scount, stype));
+      c.copy_own(sbuf, scount, stype, at(rbuf, displs, root, rtype), rcounts[root], rtype, bytes_of(scount, stype));
   });
 }
 
@@ -155,8 +154,7 @@ int coll_scatterv(Call call, const void* sbuf, const int* scounts, const int* di
       c.send_block(c.outgoing(block, scounts[p], stype, b), b, p);
     }
     if (!d.in_place)
-      Composed::copy_typed(at(sbuf, displs, root, stype), scounts[root], stype, rbuf, rcount, rtype,
-                           bytes_of(rcount, rtype));
+      c.copy_own(at(sbuf, displs, root, stype), scounts[root], stype, rbuf, rcount, rtype, bytes_of(rcount, rtype));
   });
 }
 
@@ -179,22 +177,22 @@ int coll_alltoallv(Call call, const void* sbuf, const int* scounts, const int* s
     return req ? PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req)
                : PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
   return composed_run(call, comm, cs, req, [&](Composed& c) {
+    // The outgoing blocks first: in place, they are copied before any
+    // receive can overwrite them.
+    std::vector<const void*> out(static_cast<size_t>(size), nullptr);
     for (int p = 0; p < size; ++p) {
       if (p == rank) continue;
-      if (in_place) {
-        // Copied before any receive is issued: the receives overwrite it.
-        const uint64_t b = bytes_of(rcounts[p], rtype);
-        c.send_block(c.outgoing_copy(at(rbuf, rdispls, p, rtype), rcounts[p], rtype, b), b, p);
-      } else {
-        const uint64_t b = bytes_of(scounts[p], stype);
-        c.send_block(c.outgoing(at(sbuf, sdispls, p, stype), scounts[p], stype, b), b, p);
-      }
+      out[p] = in_place ? c.outgoing_copy(at(rbuf, rdispls, p, rtype), rcounts[p], rtype, bytes_of(rcounts[p], rtype))
+                        : c.outgoing(at(sbuf, sdispls, p, stype), scounts[p], stype, bytes_of(scounts[p], stype));
     }
+    // Receives before sends: a peer's request to send finds its receive posted.
     for (int p = 0; p < size; ++p)
       if (p != rank) c.recv_typed(at(rbuf, rdispls, p, rtype), rcounts[p], rtype, bytes_of(rcounts[p], rtype), p);
+    for (int p = 0; p < size; ++p)
+      if (p != rank) c.send_block(out[p], in_place ? bytes_of(rcounts[p], rtype) : bytes_of(scounts[p], stype), p);
     if (!in_place)
-      Composed::copy_typed(at(sbuf, sdispls, rank, stype), scounts[rank], stype, at(rbuf, rdispls, rank, rtype),
-                           rcounts[rank], rtype, bytes_of(rcounts[rank], rtype));
+      c.copy_own(at(sbuf, sdispls, rank, stype), scounts[rank], stype, at(rbuf, rdispls, rank, rtype), rcounts[rank],
+                 rtype, bytes_of(rcounts[rank], rtype));
   });
 }
 

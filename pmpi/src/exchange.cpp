@@ -29,9 +29,10 @@ namespace accl::pmpi {
 
 namespace {
 
-// Copies the blocks this rank sends itself: the i-th receive from itself
-// with a tag takes the i-th send to itself with that tag, as between peers.
-void copy_self_blocks(const Exchange& x, int rank) {
+// Checks the blocks this rank sends itself and has them copied (copy_own):
+// the i-th receive from itself with a tag takes the i-th send to itself with
+// that tag, as between peers.
+void copy_self_blocks(const Exchange& x, int rank, Composed& c) {
   std::vector<bool> used(x.sends.size(), false);
   for (const Transfer& r : x.recvs) {
     if (r.peer != rank) continue;
@@ -44,7 +45,7 @@ void copy_self_blocks(const Exchange& x, int rank) {
       throw std::invalid_argument("a block from this rank to itself has " + std::to_string(s.bytes) +
                                   " bytes sent and " + std::to_string(r.bytes) + " expected");
     if (x.in_place) continue;  // in place: the block already is where it belongs
-    Composed::copy_typed(s.buf, s.count, s.type, r.buf, r.count, r.type, r.bytes);
+    c.copy_own(s.buf, s.count, s.type, r.buf, r.count, r.type, r.bytes);
   }
 }
 
@@ -64,7 +65,7 @@ void issue(const Exchange& x, Composed& c) {
     sources[j] = x.in_place ? c.outgoing_copy(t.buf, t.count, t.type, t.bytes)
                             : c.outgoing(t.buf, t.count, t.type, t.bytes);
   }
-  copy_self_blocks(x, rank);
+  copy_self_blocks(x, rank, c);
 
   for (const Transfer& t : x.recvs)
     if (remote(t)) c.recv_typed(t.buf, t.count, t.type, t.bytes, t.peer, t.tag);
