@@ -87,9 +87,10 @@ int coll_scan(Call call, const void* sbuf, void* rbuf, int count, MPI_Datatype t
     const bool last = a.rank == a.size - 1;
     BaseBuffer& own = c.wrap(input(c, sbuf, rbuf, a.bytes), a.n, dt);
     if (a.rank == 0) {
-      // Scan: rank 0's result is its input. Exscan: its result is undefined.
-      if (!exclusive && sbuf != MPI_IN_PLACE) std::memcpy(rbuf, sbuf, a.bytes);
       c.calls.push_back(accl.send(own, n, 1, c.tag, id, false, dataType::none, true));
+      // Scan: rank 0's result is its input (copied once the send is out).
+      // Exscan: its result is undefined.
+      if (!exclusive && sbuf != MPI_IN_PLACE) c.copy_own(sbuf, count, type, rbuf, count, type, a.bytes);
       return;
     }
     // Rank 0 never hands its receive buffer to the device (Exscan leaves it undefined).
