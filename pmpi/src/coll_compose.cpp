@@ -127,9 +127,8 @@ void Composed::copy_own_blocks(Request* progress) {
       const uint64_t n = std::min(kSlice, b.bytes - done);
       std::memmove(to + done, from + done, n);
       done += n;
-      if (progress != nullptr && done < b.bytes) progress->test();
+      if (progress != nullptr) progress->test();
     }
-    if (progress != nullptr) progress->test();
   }
   own_blocks.clear();
 }
