@@ -117,6 +117,10 @@ std::vector<Setting> make_table() {
               "(process_vm_writev: one copy instead of two through a ring); 0 = never; empty = 262144 where a "
               "1 MiB process_vm_writev takes at most twice as long as memcpy (measured once per process), else "
               "never"),
+      boolean("ACCL_EMU_SHM_SHARED_COPY", emu, "on",
+              "on = the receiver of such a direct write copies part of it itself (process_vm_readv), chunk by "
+              "chunk, while the sender copies the rest, so a receiver that waits for the payload lends its core; "
+              "off = the sender copies it alone"),
       integer("ACCL_EMU_POLL_LEASE_US", emu, "", 1, kHourUs, "us",
               "how long after a host thread's last poll the shm transport's reader threads leave incoming "
               "messages to it before they take over; empty = 1000, or 10000 when the host has more ACCL processes "

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <new>
 #include <stdexcept>
+#include <utility>
 
 namespace accl::emu {
 
@@ -402,6 +403,11 @@ bool EmuDevice::drive_until(CallId id, const CallController::Watch& call, Wakeup
   // firmware and reader threads with a wake-up each.
   const bool yielding = drive_yield_.count() > 0;
   const auto budget = yielding ? drive_yield_ : drive_spin_.next();
+  // This thread only waits: a transport may spend it on an arriving payload.
+  struct WaitsIdle {
+    bool before = std::exchange(t_thread_waits_idle, true);
+    ~WaitsIdle() { t_thread_waits_idle = before; }
+  } waits_idle;
   const auto begin = Wakeup::Clock::now();
   auto quiet_since = begin;
   if (yielding && t_quiet.device == this && t_quiet.call == id) quiet_since = t_quiet.since;

@@ -138,6 +138,13 @@ class LandingReduce {
   size_t reduced_ = 0;  // result bytes [0, reduced_) hold operand (+) payload; the rest of the stored prefix is raw
 };
 
+// Set while a host thread waits for a call with nothing else to do
+// (EmuDevice::drive_until): a transport that consumes a message on that
+// thread may spend its core on the message's payload (the shm transport's
+// shared copies), where a thread that only tests between pieces of its own
+// work (or the firmware thread) should not.
+inline thread_local bool t_thread_waits_idle = false;
+
 // Per-message state a Sink keeps between begin_message and end_message.
 struct ReceiveTicket {
   uint64_t token = 0;

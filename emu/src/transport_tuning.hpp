@@ -77,6 +77,9 @@ struct ShmTuning {
   // allow it. (make_shm_transport takes it from ACCL_EMU_SHM_DIRECT_BYTES or,
   // unset, from the host's measured copy costs: shm_direct_min_bytes.)
   size_t direct_min_bytes = 0;
+  // Whether the receiver of a direct write copies part of it itself (see
+  // shm/shared_copy.hpp); ACCL_EMU_SHM_SHARED_COPY.
+  bool share_copies = true;
 };
 
 struct UdpTuning {

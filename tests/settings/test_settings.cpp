@@ -55,6 +55,7 @@ const std::map<std::string, std::string> kExpected = {
     {"ACCL_EMU_BIND_ADDRESS", "RRRRR"},
     {"ACCL_EMU_OVERFLOW_BYTES", "RRARR"},    // 0 = no overflow store
     {"ACCL_EMU_SHM_DIRECT_BYTES", "RRARR"},  // 0 = never
+    {"ACCL_EMU_SHM_SHARED_COPY", "RRARR"},   // a boolean: 0 = off
     {"ACCL_EMU_POLL_LEASE_US", "RRRRR"},
     {"ACCL_EMU_SPIN_US", "RRARR"},
     {"ACCL_EMU_DRIVE_SPIN_US", "RRARR"},

@@ -137,9 +137,9 @@ void ShmTransport::handle_hello(std::map<int, Pending>::iterator it) {
   NetAddress from{hello.id.listen_ip, hello.id.listen_port};
   // Grants from this peer let our sends write into its windows when both
   // sides allow direct writes (the gate is the peer's, its pid the
-  // kernel's word for it).
+  // kernel's word for it); its direct writes to us we help copy.
   InboundRing::PeerDirect peer_direct;
-  if (gate && direct_.min_bytes != 0) peer_direct = {&direct_.grants, std::move(gate), cred.pid, hello.gate_slot};
+  if (gate && direct_.min_bytes != 0) peer_direct = {&direct_, std::move(gate), cred.pid, hello.gate_slot};
   const auto parked_slice =
       std::max(std::chrono::duration_cast<std::chrono::microseconds>(kSleepSlice), tuning_.lease_backstop);
   auto ring = std::make_shared<InboundRing>(std::move(mapping), std::move(conn), from, *sink_, spin_,

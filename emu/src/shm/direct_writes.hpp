@@ -102,6 +102,19 @@ class DirectGate {
   DirectGate& operator=(const DirectGate&) = delete;
 
   int fd() const { return fd_.get(); }
+
+  // A payload the gate's owner sends to one peer (the process of a slot) is
+  // copied by both of them, chunk by chunk (see shared_copy.hpp); this is
+  // where they agree on who copies which chunk. Owner and peer both use
+  // the slot the owner handed the peer.
+  struct CopyState {
+    std::atomic<uint64_t> claims{0};       // the transfer's ticket << 32 | the next chunk nobody took
+    std::atomic<uint32_t> chunks_done{0};  // chunks of that transfer copied (or given up); a futex word
+    std::atomic<uint32_t> to_sender{0};    // 1 + a chunk the receiver took but cannot read
+    std::atomic<uint32_t> to_receiver{0};  // 1 + a chunk the sender took but may not write
+    std::atomic<uint32_t> failed{0};       // the last ticket one of whose chunks nobody could copy
+  };
+  CopyState& copy_state(uint32_t slot) { return page_.slots[slot].copy; }
   uint64_t epoch() const { return page_.epoch.load(std::memory_order_seq_cst); }
 
   // Ours: a slot for the writing process `pid` (the peer we dial), or
@@ -161,6 +174,7 @@ class DirectGate {
   struct Slot {
     alignas(64) std::atomic<uint32_t> writers{0};  // pieces being written by the slot's process
     std::atomic<int32_t> pid{0};                   // that process (set by the gate's owner)
+    CopyState copy;                                // the gate owner's sends to that process
   };
   struct Page {
     alignas(64) std::atomic<uint64_t> epoch{1};
@@ -253,30 +267,44 @@ struct DirectWrites {
   DirectGrants grants;
   std::atomic<bool> kernel_refuses{false};  // process_vm_writev is not allowed here
 
-  // Writes `bytes` from `src` into the granted window, piece by piece under
-  // the receiver's gate. false: the grant was voided or the kernel refused
-  // (nothing is wrong with the window then; the caller sends through the
-  // ring).
-  bool write(const DirectGrants::Grant& g, const std::byte* src, size_t bytes) {
+  // Whether the receivers of our direct writes help copy (shared_copy.hpp).
+  bool share_copies = true;
+  // Direct writes of ours under way: while one is, this process's cores
+  // are busy with its own sends, and it helps copy no peer's.
+  std::atomic<uint32_t> writes_in_flight{0};
+  // process_vm_readv from a peer is not allowed here: as a receiver we
+  // leave shared copies to their senders.
+  std::atomic<bool> kernel_refuses_reads{false};
+
+  enum class Wrote { all, voided, refused, failed };
+  // Writes `bytes` from `src` at `offset` into the granted window, piece by
+  // piece under the receiver's gate. voided: the receiver's fence voided the
+  // grant; refused: the kernel does not allow the write here (nothing is
+  // wrong with the window in either case); failed: anything else (the
+  // receiver died, say).
+  Wrote write(const DirectGrants::Grant& g, const std::byte* src, size_t bytes, size_t offset = 0) {
     for (size_t done = 0; done < bytes;) {
       const size_t n = std::min(bytes - done, WriteLease::kMaxPieceBytes);
-      if (!g.gate->begin(g.slot, g.epoch)) return false;
+      if (!g.gate->begin(g.slot, g.epoch)) return Wrote::voided;
       iovec local{const_cast<std::byte*>(src + done), n};
-      iovec remote{reinterpret_cast<void*>(g.address + done), n};
+      iovec remote{reinterpret_cast<void*>(g.address + offset + done), n};
       const ssize_t wrote = ::process_vm_writev(g.pid, &local, 1, &remote, 1, 0);
       const int err = errno;
       g.gate->end(g.slot);
       if (wrote != static_cast<ssize_t>(n)) {
-        if (wrote < 0 && (err == EPERM || err == ENOSYS || err == EACCES) && !kernel_refuses.exchange(true))
-          ACCL_LOG_INFO("shm: process_vm_writev is not allowed ({}); payloads go through the rings",
-                        std::strerror(err));
-        else if (wrote < 0 && err != ESRCH)
+        if (wrote < 0 && (err == EPERM || err == ENOSYS || err == EACCES)) {
+          if (!kernel_refuses.exchange(true))
+            ACCL_LOG_INFO("shm: process_vm_writev is not allowed ({}); payloads go through the rings",
+                          std::strerror(err));
+          return Wrote::refused;
+        }
+        if (wrote < 0 && err != ESRCH)
           ACCL_LOG_WARN("shm: direct write of {} bytes to pid {} failed: {}", n, g.pid, std::strerror(err));
-        return false;
+        return Wrote::failed;
       }
       done += n;
     }
-    return true;
+    return Wrote::all;
   }
 };
 

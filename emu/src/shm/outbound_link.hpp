@@ -6,6 +6,7 @@
 
 #include "direct_writes.hpp"
 #include "futex_wait.hpp"
+#include "shared_copy.hpp"
 #include "inbound_progress.hpp"
 #include "mapping.hpp"
 #include "outbox.hpp"
@@ -55,12 +56,15 @@ constexpr auto kReaderSendSlice = std::chrono::microseconds(100);
 class ShmLink final : public Link {
  public:
   // `outbox`: ours, if the receiver mapped it (null: no shared payloads).
+  // `copy_slot`: the receiver's slot in our gate, if it has one (where we
+  // share copies with it).
   ShmLink(std::shared_ptr<Mapping> mapping, UniqueFd control_fd, NetAddress peer, const ShmTuning& tuning,
           std::chrono::microseconds spin, InboundProgress& inbound, std::shared_ptr<Outbox> outbox,
-          DirectWrites& direct)
+          DirectWrites& direct, std::optional<uint32_t> copy_slot)
       : inbound_(inbound),
         outbox_(std::move(outbox)),
         direct_(direct),
+        copy_slot_(copy_slot),
         mapping_(std::move(mapping)),
         ctl_(mapping_->control()),
         data_(mapping_->data()),
@@ -228,7 +232,14 @@ class ShmLink final : public Link {
     const auto grant = direct_.grants.take(peer_, header);
     if (!grant || direct_.kernel_refuses.load(std::memory_order_relaxed)) return std::nullopt;
     const std::byte* src = payload.contiguous_source(header.count);
-    if (src == nullptr || !direct_.write(*grant, src, header.count)) return std::nullopt;
+    if (src == nullptr) return std::nullopt;
+    direct_.writes_in_flight.fetch_add(1, std::memory_order_relaxed);
+    struct InFlight {
+      std::atomic<uint32_t>& n;
+      ~InFlight() { n.fetch_sub(1, std::memory_order_relaxed); }
+    } in_flight{direct_.writes_in_flight};
+    if (copy_slot_ && direct_.share_copies && direct_.own_gate) return send_shared_copy_locked(*grant, header, src, deadline);
+    if (direct_.write(*grant, src, header.count) != DirectWrites::Wrote::all) return std::nullopt;
     const uint64_t pos = head_;
     const Wait w = wait_space(pos, kFrameBytes, deadline);
     if (w != Wait::ready) return unpublished_failure(w);
@@ -237,6 +248,99 @@ class ShmLink final : public Link {
     d.address = grant->address;
     publish_frame(pos, header, &d);
     return 0;
+  }
+
+  // A direct write that the receiver helps copy (see shared_copy.hpp): the
+  // header and descriptor go first, then we copy the chunks nobody took yet
+  // and wait for the ones the receiver is copying.
+  uint32_t send_shared_copy_locked(const DirectGrants::Grant& grant, const abi::WireHeader& header,
+                                   const std::byte* src, Clock::time_point deadline) {
+    const size_t bytes = header.count;
+    static_assert((uint64_t{1} << 32) / kSharedCopyChunkBytes <= kMaxSharedCopyChunks, "any message's chunks fit");
+    const auto chunks = static_cast<uint32_t>((bytes + kSharedCopyChunkBytes - 1) / kSharedCopyChunkBytes);
+    const uint64_t pos = head_;
+    const Wait w = wait_space(pos, kFrameBytes, deadline);
+    if (w != Wait::ready) return unpublished_failure(w);
+    if (++copy_ticket_ == 0) copy_ticket_ = 1;
+    SharedCopy copy(direct_.own_gate->copy_state(*copy_slot_), copy_ticket_, chunks);
+    copy.open();
+    SharedCopyDescriptor d{};
+    d.magic = kSharedCopyMagic;
+    d.ticket = copy_ticket_;
+    d.source = reinterpret_cast<uintptr_t>(src);
+    d.window = grant.address;
+    d.chunks = chunks;
+    d.chunk_bytes = static_cast<uint32_t>(kSharedCopyChunkBytes);
+    publish_frame(pos, header, &d);
+
+    bool can_write = true;
+    auto write_run = [&](SharedCopy::Run run) {
+      const size_t offset = size_t{run.first} * kSharedCopyChunkBytes;
+      const size_t n = std::min(size_t{run.count} * kSharedCopyChunkBytes, bytes - offset);
+      switch (direct_.write(grant, src + offset, n, offset)) {
+        case DirectWrites::Wrote::all:
+          return copy.done(run.count);
+        case DirectWrites::Wrote::voided:  // a fence for some window: the receiver's lease decides
+        case DirectWrites::Wrote::refused:
+          can_write = false;
+          return copy.hand_to_receiver(run);
+        case DirectWrites::Wrote::failed:
+          copy.fail_rest();
+          return copy.done(run.count);
+      }
+    };
+    // One chunk first, then long runs if the receiver has not joined (fewer
+    // kernel calls), short ones if it has (the two finish together).
+    for (uint32_t most = 1; can_write;
+         most = copy.receiver_joined() ? kSharedCopyRunWithReceiver : kSharedCopyRunAlone) {
+      const auto run = copy.claim_front(most);
+      if (!run) break;
+      write_run(*run);
+    }
+    if (uint32_t err = wait_shared_copy(copy, can_write, write_run, deadline)) return err;
+    return copy.failed() ? uint32_t{abi::kLinkError} : 0u;
+  }
+
+  // Until every chunk of `copy` is in: copies what the receiver hands back,
+  // and otherwise waits like a sender waiting for room (it consumes our
+  // inbound rings meanwhile: the receiver may be waiting for us too).
+  template <class WriteRun>
+  uint32_t wait_shared_copy(SharedCopy& copy, bool& can_write, WriteRun& write_run, Clock::time_point deadline) {
+    const auto spin_end = Clock::now() + spin_;
+    bool spinning = true;
+    for (;;) {
+      const uint32_t seen = copy.done_word().load(std::memory_order_acquire);
+      if (copy.all_done()) return 0;
+      if (auto run = copy.take_handed(/*sender=*/true)) {
+        if (can_write) {
+          write_run(*run);
+        } else {  // neither side can copy it: the rest is lost
+          copy.fail_rest();
+          copy.done(run->count);
+        }
+        continue;
+      }
+      const bool consumed = inbound_.poll_inbound();
+      if (spinning) {
+        if (Clock::now() < spin_end) {
+          if (!consumed) std::this_thread::yield();
+          continue;
+        }
+        spinning = false;
+        inbound_.stop_polling_inbound();
+      }
+      if (consumed && t_shm_reader_thread) continue;
+      if (receiver_gone()) {
+        break_link("receiver closed the link during a shared copy");
+        return abi::kLinkError;
+      }
+      if (Clock::now() >= deadline) {
+        abort_link("a shared copy timed out waiting for the receiver's chunks");
+        return abi::kLinkError;
+      }
+      const auto slice = t_shm_reader_thread ? kReaderSendSlice : std::chrono::microseconds(1000);
+      futex_wait(copy.done_word(), seen, until(deadline, slice));
+    }
   }
 
   uint32_t unpublished_failure(Wait w) {
@@ -359,6 +463,8 @@ class ShmLink final : public Link {
   InboundProgress& inbound_;
   const std::shared_ptr<Outbox> outbox_;
   DirectWrites& direct_;
+  const std::optional<uint32_t> copy_slot_;
+  uint32_t copy_ticket_ = 0;  // guarded by send_mutex_: the last shared copy's
   const std::shared_ptr<Mapping> mapping_;
   RingControl& ctl_;
   std::byte* const data_;

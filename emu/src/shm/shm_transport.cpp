@@ -118,6 +118,7 @@ ShmTransport::ShmTransport(const TransportOptions& options, const ShmTuning& tun
     if (!outbox_) ACCL_LOG_INFO("shm: no outbox ({}); every payload goes through the rings", std::strerror(errno));
   }
   direct_.min_bytes = tuning_.direct_min_bytes;
+  direct_.share_copies = tuning_.share_copies;
   if (direct_.min_bytes != 0) {
     direct_.own_gate = DirectGate::create();
     if (!direct_.own_gate)
@@ -204,7 +205,7 @@ std::shared_ptr<ShmLink> ShmTransport::dial(const NetAddress& peer, Clock::time_
   }
   ACCL_LOG_DEBUG("shm: connected {} -> {} ({})", format_address(local_), format_address(peer), name);
   return std::make_shared<ShmLink>(std::move(mapping), std::move(fd), peer, tuning_, spin_,
-                                   static_cast<InboundProgress&>(*this), outbox_, direct_);
+                                   static_cast<InboundProgress&>(*this), outbox_, direct_, gate_slot);
 }
 
 UniqueFd ShmTransport::try_connect_control(const NetAddress& a) {

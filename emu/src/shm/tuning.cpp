@@ -91,6 +91,7 @@ std::unique_ptr<Transport> make_shm_transport(const TransportOptions& options) {
   if (config::get("ACCL_EMU_SHM_DIRECT_BYTES"))
     direct_bytes = static_cast<size_t>(std::max<int64_t>(0, config::get_int("ACCL_EMU_SHM_DIRECT_BYTES")));
   tuning.direct_min_bytes = shm_direct_min_bytes(direct_bytes);
+  tuning.share_copies = config::get_bool("ACCL_EMU_SHM_SHARED_COPY");
   tuning.poll_lease = shm_poll_lease(config::get_int("ACCL_EMU_POLL_LEASE_US"), options.host_processes,
                                      host_cpu_count(options.host_cores));
   return make_shm_transport(options, tuning);
