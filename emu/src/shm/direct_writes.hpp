@@ -110,8 +110,8 @@ class DirectGate {
   struct CopyState {
     std::atomic<uint64_t> claims{0};       // the transfer's ticket << 32 | the next chunk nobody took
     std::atomic<uint32_t> chunks_done{0};  // chunks of that transfer copied (or given up); a futex word
-    std::atomic<uint32_t> to_sender{0};    // 1 + a chunk the receiver took but cannot read
-    std::atomic<uint32_t> to_receiver{0};  // 1 + a chunk the sender took but may not write
+    std::atomic<uint64_t> to_sender{0};    // ticket << 32 | a run of chunks the receiver took but cannot read
+    std::atomic<uint64_t> to_receiver{0};  // ticket << 32 | a run of chunks the sender took but may not write
     std::atomic<uint32_t> failed{0};       // the last ticket one of whose chunks nobody could copy
   };
   CopyState& copy_state(uint32_t slot) { return page_.slots[slot].copy; }

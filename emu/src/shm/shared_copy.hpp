@@ -113,16 +113,19 @@ class SharedCopy {
   void done(uint32_t n = 1) {
     if (s_->chunks_done.fetch_add(n, std::memory_order_acq_rel) + n == chunks_) futex_wake_all(s_->chunks_done);
   }
-  // Chunks it took but cannot copy: the other side copies them.
+  // Chunks it took but cannot copy: the other side copies them. (Marked
+  // with the ticket: a receiver still on an earlier transfer must not take
+  // a run of this one.)
   void hand_to_sender(uint32_t chunk) {
     s_->to_sender.store(pack(Run{chunk, 1}), std::memory_order_release);
     futex_wake_all(s_->chunks_done);
   }
   void hand_to_receiver(Run run) { s_->to_receiver.store(pack(run), std::memory_order_release); }
   std::optional<Run> take_handed(bool sender) {
-    const uint32_t w = (sender ? s_->to_sender : s_->to_receiver).exchange(0, std::memory_order_acq_rel);
-    if (w == 0) return std::nullopt;
-    return Run{(w & 0xFFFF) - 1, w >> 16};
+    std::atomic<uint64_t>& word = sender ? s_->to_sender : s_->to_receiver;
+    uint64_t w = word.load(std::memory_order_acquire);
+    if ((w >> 32) != ticket_ || !word.compare_exchange_strong(w, 0, std::memory_order_acq_rel)) return std::nullopt;
+    return Run{(static_cast<uint32_t>(w) & 0xFFFF) - 1, static_cast<uint32_t>(w) >> 16};
   }
   // Neither side could copy a chunk: the message is lost. Ends the chunks
   // nobody took.
@@ -140,7 +143,7 @@ class SharedCopy {
   std::atomic<uint32_t>& done_word() { return s_->chunks_done; }
 
   // Chunk counts fit 16 bits (kMaxSharedCopyChunks).
-  static uint32_t pack(Run run) { return (run.count << 16) | (run.first + 1); }
+  uint64_t pack(Run run) const { return uint64_t{ticket_} << 32 | (run.count << 16) | (run.first + 1); }
 
  private:
   static uint32_t front_of(uint64_t w) { return static_cast<uint32_t>(w >> 16) & 0xFFFF; }
@@ -165,6 +168,7 @@ class SharedCopyReceiver {
   // copying; set to null when the window's lease is revoked meanwhile).
   // True once every chunk is in.
   bool advance(bool help, std::byte*& dst, const ReceiveTicket& ticket) {
+    if (copy_.all_done()) return true;
     if (auto run = copy_.take_handed(/*sender=*/false)) {
       // The sender may not write them; if we may not read them either, the rest is lost.
       if (refused() && dst != nullptr) {
