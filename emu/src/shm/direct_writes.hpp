@@ -80,7 +80,7 @@ class DirectGate {
   static constexpr size_t kBytes = kPageBytes;
   // Writing peers one gate serves (one slot each, handed out when we dial
   // the peer); links beyond get no gate and copy through their rings.
-  static constexpr uint32_t kSlots = kBytes / 64 - 1;
+  static constexpr uint32_t kSlots = kBytes / 64 - 2;
 
   // Ours: nullptr when the memfd cannot be made (no window is then offered).
   static std::shared_ptr<DirectGate> create() {
@@ -115,6 +115,21 @@ class DirectGate {
     std::atomic<uint32_t> failed{0};       // the last ticket one of whose chunks nobody could copy
   };
   CopyState& copy_state(uint32_t slot) { return page_.slots[slot].copy; }
+
+  // Ours: a thread starts or stops waiting idle; a direct write of ours
+  // starts or ends.
+  void waiter_enters() { page_.idle_waiters.fetch_add(1, std::memory_order_relaxed); }
+  void waiter_leaves() { page_.idle_waiters.fetch_sub(1, std::memory_order_relaxed); }
+  void write_begins() { page_.writes_in_flight.fetch_add(1, std::memory_order_relaxed); }
+  void write_ends() { page_.writes_in_flight.fetch_sub(1, std::memory_order_relaxed); }
+  // Ours: copying peers' payloads would compete with our own writes (under
+  // way, or granted and about to start).
+  bool writing() const { return page_.writes_in_flight.load(std::memory_order_relaxed) != 0; }
+  // A peer's (the receiver's of a shared copy): whether it would help now.
+  // A hint only: the sender takes long runs unless it says yes.
+  bool would_help() const {
+    return page_.idle_waiters.load(std::memory_order_relaxed) != 0 && !writing();
+  }
   uint64_t epoch() const { return page_.epoch.load(std::memory_order_seq_cst); }
 
   // Ours: a slot for the writing process `pid` (the peer we dial), or
@@ -178,6 +193,10 @@ class DirectGate {
   };
   struct Page {
     alignas(64) std::atomic<uint64_t> epoch{1};
+    // The owner's threads that wait idle for a call (EmuDevice::drive_until),
+    // and its direct writes under way: whether it would help copy now.
+    alignas(64) std::atomic<uint32_t> idle_waiters{0};
+    std::atomic<uint32_t> writes_in_flight{0};  // or granted and about to start
     Slot slots[kSlots];
   };
   static_assert(sizeof(Page) <= kBytes);
@@ -226,6 +245,7 @@ class DirectGrants {
       }
     }
     g.stamp = ++stamp_;
+    if (same == nullptr && free != nullptr && owner_gate_ != nullptr) owner_gate_->write_begins();
     *(same != nullptr ? same : free != nullptr ? free : oldest) = std::move(g);
   }
 
@@ -236,6 +256,7 @@ class DirectGrants {
       if (e.gate && same_transfer(e, peer, h.ctx, h.rid, h.vaddr, h.host)) {
         std::optional<Grant> g(std::move(e));
         e = Grant{};
+        if (owner_gate_ != nullptr) owner_gate_->write_ends();
         if (g->bytes != h.count) return std::nullopt;  // not the whole window: the sink decides
         return g;
       }
@@ -245,8 +266,16 @@ class DirectGrants {
 
   void clear() {
     std::lock_guard lock(mutex_);
-    for (Grant& e : grants_) e = Grant{};
+    for (Grant& e : grants_) {
+      if (e.gate && owner_gate_ != nullptr) owner_gate_->write_ends();
+      e = Grant{};
+    }
   }
+
+  // Our gate, which counts the grants held here as direct writes about to
+  // start (DirectGate::writing): a process that will soon write its own
+  // sends does not help copy its peers'. Set before any grant is recorded.
+  void count_in(DirectGate* gate) { owner_gate_ = gate; }
 
  private:
   static bool same_transfer(const Grant& e, const NetAddress& peer, uint32_t ctx, uint32_t rid, uint64_t vaddr,
@@ -256,6 +285,7 @@ class DirectGrants {
 
   std::mutex mutex_;
   std::array<Grant, 64> grants_{};
+  DirectGate* owner_gate_ = nullptr;
   uint64_t stamp_ = 0;
 };
 
@@ -269,9 +299,6 @@ struct DirectWrites {
 
   // Whether the receivers of our direct writes help copy (shared_copy.hpp).
   bool share_copies = true;
-  // Direct writes of ours under way: while one is, this process's cores
-  // are busy with its own sends, and it helps copy no peer's.
-  std::atomic<uint32_t> writes_in_flight{0};
   // process_vm_readv from a peer is not allowed here: as a receiver we
   // leave shared copies to their senders.
   std::atomic<bool> kernel_refuses_reads{false};

@@ -287,8 +287,8 @@ class InboundRing {
   // Alltoallv then copy their own sends; helping each other made it slower:
   // 168 -> 177 us).
   void advance_shared() {
-    const bool help = (t_thread_waits_idle || t_shm_reader_thread) &&
-                      direct_.direct->writes_in_flight.load(std::memory_order_relaxed) == 0;
+    const DirectGate* own = direct_.direct->own_gate.get();
+    const bool help = (t_thread_waits_idle || t_shm_reader_thread) && (own == nullptr || !own->writing());
     const bool complete = current_.shared->advance(help, current_.dst, current_.ticket);
     // No ring data announces the end of a shared copy: polls and the reader
     // come back for it while this is set.

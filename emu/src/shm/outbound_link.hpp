@@ -233,11 +233,17 @@ class ShmLink final : public Link {
     if (!grant || direct_.kernel_refuses.load(std::memory_order_relaxed)) return std::nullopt;
     const std::byte* src = payload.contiguous_source(header.count);
     if (src == nullptr) return std::nullopt;
-    direct_.writes_in_flight.fetch_add(1, std::memory_order_relaxed);
+    // While it lasts, this process helps copy no peer's payload (and peers
+    // see it in our gate).
     struct InFlight {
-      std::atomic<uint32_t>& n;
-      ~InFlight() { n.fetch_sub(1, std::memory_order_relaxed); }
-    } in_flight{direct_.writes_in_flight};
+      DirectGate* gate;
+      explicit InFlight(DirectGate* g) : gate(g) {
+        if (gate != nullptr) gate->write_begins();
+      }
+      ~InFlight() {
+        if (gate != nullptr) gate->write_ends();
+      }
+    } in_flight(direct_.own_gate.get());
     if (copy_slot_ && direct_.share_copies && direct_.own_gate) return send_shared_copy_locked(*grant, header, src, deadline);
     if (direct_.write(*grant, src, header.count) != DirectWrites::Wrote::all) return std::nullopt;
     const uint64_t pos = head_;
@@ -289,10 +295,12 @@ class ShmLink final : public Link {
           return copy.done(run.count);
       }
     };
-    // One chunk first, then long runs if the receiver has not joined (fewer
-    // kernel calls), short ones if it has (the two finish together).
-    for (uint32_t most = 1; can_write;
-         most = copy.receiver_joined() ? kSharedCopyRunWithReceiver : kSharedCopyRunAlone) {
+    // Short runs while the receiver copies too or says it would (the two
+    // then finish together), long ones otherwise (fewer kernel calls).
+    auto next_run = [&] {
+      return copy.receiver_joined() ? kSharedCopyRunWithReceiver : grant.gate->would_help() ? 1 : kSharedCopyRunAlone;
+    };
+    for (uint32_t most = next_run(); can_write; most = next_run()) {
       const auto run = copy.claim_front(most);
       if (!run) break;
       write_run(*run);

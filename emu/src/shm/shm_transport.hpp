@@ -90,8 +90,10 @@ class ShmTransport final : public Transport, private InboundProgress {
   void driver_enters() override {
     polls_.driver_enters();
     publish_lease(/*always=*/true);
+    if (direct_.own_gate) direct_.own_gate->waiter_enters();
   }
   void driver_leaves() override {
+    if (direct_.own_gate) direct_.own_gate->waiter_leaves();
     polls_.driver_leaves();
     publish_lease(/*always=*/true);
   }
