@@ -108,8 +108,9 @@ class DirectGate {
   // where they agree on who copies which chunk. Owner and peer both use
   // the slot the owner handed the peer.
   struct CopyState {
-    std::atomic<uint64_t> claims{0};       // the transfer's ticket << 32 | the next chunk nobody took
-    std::atomic<uint32_t> chunks_done{0};  // chunks of that transfer copied (or given up); a futex word
+    std::atomic<uint64_t> claims{0};       // ticket << 32 | chunks claimed from the front << 16 | from the back
+    std::atomic<uint32_t> chunks_done{0};  // chunks of that transfer copied (or given up)
+    std::atomic<uint32_t> events{0};       // bumped when the sender may have to act: its futex word
     std::atomic<uint64_t> to_sender{0};    // ticket << 32 | a run of chunks the receiver took but cannot read
     std::atomic<uint64_t> to_receiver{0};  // ticket << 32 | a run of chunks the sender took but may not write
     std::atomic<uint32_t> failed{0};       // the last ticket one of whose chunks nobody could copy
@@ -134,11 +135,15 @@ class DirectGate {
 
   // Ours: a slot for the writing process `pid` (the peer we dial), or
   // nullopt when all are taken.
+  // Dials to different peers may run at once: each takes its own slot (two
+  // links sharing one would share its copy claims).
   std::optional<uint32_t> assign_slot(pid_t pid) {
-    const uint32_t slot = slots_used_.load(std::memory_order_relaxed);
-    if (slot >= kSlots) return std::nullopt;
-    page_.slots[slot].pid.store(pid, std::memory_order_relaxed);
-    slots_used_.store(slot + 1, std::memory_order_release);
+    uint32_t slot = slots_used_.load(std::memory_order_relaxed);
+    do {
+      if (slot >= kSlots) return std::nullopt;
+    } while (!slots_used_.compare_exchange_weak(slot, slot + 1, std::memory_order_acq_rel));
+    // Until this store the slot's pid reads 0: nobody is writing through it yet.
+    page_.slots[slot].pid.store(pid, std::memory_order_release);
     return slot;
   }
 
@@ -160,7 +165,7 @@ class DirectGate {
     const uint32_t used = slots_used_.load(std::memory_order_acquire);
     for (uint32_t i = 0; i < used; ++i) {
       const Slot& s = page_.slots[i];
-      if (s.writers.load(std::memory_order_acquire) != 0 && alive(s.pid.load(std::memory_order_relaxed))) return true;
+      if (s.writers.load(std::memory_order_acquire) != 0 && alive(s.pid.load(std::memory_order_acquire))) return true;
     }
     return false;
   }

@@ -261,7 +261,8 @@ class InboundRing {
   void take_shared_copy(const SharedCopyDescriptor& d) {
     const abi::WireHeader& h = current_.header;
     const uint64_t covered = uint64_t{d.chunks} * d.chunk_bytes;
-    if (!direct_.gate || d.chunks == 0 || d.chunk_bytes == 0 || covered < h.count || covered - d.chunk_bytes >= h.count) {
+    if (!direct_.gate || d.chunks == 0 || d.chunks > kMaxSharedCopyChunks || d.chunk_bytes != kSharedCopyChunkBytes ||
+        covered < h.count || covered - d.chunk_bytes >= h.count) {
       ACCL_LOG_ERROR("shm: link from {} sent a bad shared-copy descriptor ({} chunks of {} bytes for {})",
                      format_address(from_), d.chunks, d.chunk_bytes, h.count);
       current_.status = abi::kLinkError;
@@ -386,6 +387,7 @@ class InboundRing {
     }
     // Still holding the lock: no poll() delivers anything after this.
     ended_ = true;
+    shared_pending_.store(false, std::memory_order_release);
     const bool in_message = current_.active;
     if (in_message) {
       if (w != Wait::stopped)

@@ -244,8 +244,13 @@ class ShmLink final : public Link {
         if (gate != nullptr) gate->write_ends();
       }
     } in_flight(direct_.own_gate.get());
-    if (copy_slot_ && direct_.share_copies && direct_.own_gate) return send_shared_copy_locked(*grant, header, src, deadline);
+    // Shared only once a plain direct write reached this peer: a kernel that
+    // forbids copies between the two processes (Yama's ptrace_scope, say)
+    // then refuses that write, and the payload takes the ring instead.
+    if (copy_slot_ && direct_.share_copies && direct_.own_gate && wrote_directly_)
+      return send_shared_copy_locked(*grant, header, src, deadline);
     if (direct_.write(*grant, src, header.count) != DirectWrites::Wrote::all) return std::nullopt;
+    wrote_directly_ = true;
     const uint64_t pos = head_;
     const Wait w = wait_space(pos, kFrameBytes, deadline);
     if (w != Wait::ready) return unpublished_failure(w);
@@ -287,9 +292,13 @@ class ShmLink final : public Link {
         case DirectWrites::Wrote::all:
           return copy.done(run.count);
         case DirectWrites::Wrote::voided:  // a fence for some window: the receiver's lease decides
-        case DirectWrites::Wrote::refused:
+        case DirectWrites::Wrote::refused: {
+          // The receiver reads this run and every chunk nobody took (runs
+          // from the front are contiguous): we write no more.
           can_write = false;
+          if (auto rest = copy.claim_front(kMaxSharedCopyChunks)) run.count += rest->count;
           return copy.hand_to_receiver(run);
+        }
         case DirectWrites::Wrote::failed:
           copy.fail_rest();
           return copy.done(run.count);
@@ -306,18 +315,29 @@ class ShmLink final : public Link {
       write_run(*run);
     }
     if (uint32_t err = wait_shared_copy(copy, can_write, write_run, deadline)) return err;
-    return copy.failed() ? uint32_t{abi::kLinkError} : 0u;
+    // The reader may sleep on this ring while the message waits for its
+    // chunks (no ring data tells it they are in).
+    notify_consumer(ctl_);
+    if (copy.failed()) {
+      // The receiver gets the message with an error; later messages could
+      // not tell whether this one failed (one failure word per slot).
+      abort_link("a shared copy failed: neither side could copy a chunk");
+      return abi::kLinkError;
+    }
+    return 0;
   }
 
   // Until every chunk of `copy` is in: copies what the receiver hands back,
   // and otherwise waits like a sender waiting for room (it consumes our
-  // inbound rings meanwhile: the receiver may be waiting for us too).
+  // inbound rings meanwhile: the receiver may be waiting for us too). On
+  // any early return the chunks nobody took are failed, so that the
+  // receiver copies nothing from our buffer, which is the caller's again.
   template <class WriteRun>
   uint32_t wait_shared_copy(SharedCopy& copy, bool& can_write, WriteRun& write_run, Clock::time_point deadline) {
     const auto spin_end = Clock::now() + spin_;
     bool spinning = true;
     for (;;) {
-      const uint32_t seen = copy.done_word().load(std::memory_order_acquire);
+      const uint32_t seen = copy.events().load(std::memory_order_acquire);
       if (copy.all_done()) return 0;
       if (auto run = copy.take_handed(/*sender=*/true)) {
         if (can_write) {
@@ -338,16 +358,18 @@ class ShmLink final : public Link {
         inbound_.stop_polling_inbound();
       }
       if (consumed && t_shm_reader_thread) continue;
-      if (receiver_gone()) {
-        break_link("receiver closed the link during a shared copy");
-        return abi::kLinkError;
-      }
-      if (Clock::now() >= deadline) {
-        abort_link("a shared copy timed out waiting for the receiver's chunks");
+      const char* why = closing_.load(std::memory_order_acquire) || broken_.load(std::memory_order_acquire)
+                            ? "the link closed during a shared copy"
+                        : receiver_gone()               ? "receiver closed the link during a shared copy"
+                        : Clock::now() >= deadline ? "a shared copy timed out waiting for the receiver's chunks"
+                                                        : nullptr;
+      if (why != nullptr) {
+        copy.fail_rest();
+        abort_link(why);
         return abi::kLinkError;
       }
       const auto slice = t_shm_reader_thread ? kReaderSendSlice : std::chrono::microseconds(1000);
-      futex_wait(copy.done_word(), seen, until(deadline, slice));
+      futex_wait(copy.events(), seen, until(deadline, slice));
     }
   }
 
@@ -473,6 +495,7 @@ class ShmLink final : public Link {
   DirectWrites& direct_;
   const std::optional<uint32_t> copy_slot_;
   uint32_t copy_ticket_ = 0;  // guarded by send_mutex_: the last shared copy's
+  bool wrote_directly_ = false;  // guarded by send_mutex_: a plain direct write to this peer worked
   const std::shared_ptr<Mapping> mapping_;
   RingControl& ctl_;
   std::byte* const data_;

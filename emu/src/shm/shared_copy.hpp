@@ -109,16 +109,16 @@ class SharedCopy {
   // Sender: whether the receiver claimed a chunk of this transfer.
   bool receiver_joined() const { return back_of(s_->claims.load(std::memory_order_acquire)) != 0; }
   // Either side: chunks it took are in (or nobody needs them any more).
-  // The sender may sleep on chunks_done: the last chunk wakes it.
+  // The last one wakes the sender.
   void done(uint32_t n = 1) {
-    if (s_->chunks_done.fetch_add(n, std::memory_order_acq_rel) + n == chunks_) futex_wake_all(s_->chunks_done);
+    if (s_->chunks_done.fetch_add(n, std::memory_order_acq_rel) + n == chunks_) wake(s_->events);
   }
   // Chunks it took but cannot copy: the other side copies them. (Marked
   // with the ticket: a receiver still on an earlier transfer must not take
   // a run of this one.)
   void hand_to_sender(uint32_t chunk) {
     s_->to_sender.store(pack(Run{chunk, 1}), std::memory_order_release);
-    futex_wake_all(s_->chunks_done);
+    wake(s_->events);
   }
   void hand_to_receiver(Run run) { s_->to_receiver.store(pack(run), std::memory_order_release); }
   std::optional<Run> take_handed(bool sender) {
@@ -140,7 +140,8 @@ class SharedCopy {
     if ((s_->claims.load(std::memory_order_acquire) >> 32) != ticket_) return true;
     return s_->chunks_done.load(std::memory_order_acquire) >= chunks_;
   }
-  std::atomic<uint32_t>& done_word() { return s_->chunks_done; }
+  // The sender sleeps on it: the last chunk and a chunk handed back bump it.
+  std::atomic<uint32_t>& events() { return s_->events; }
 
   // Chunk counts fit 16 bits (kMaxSharedCopyChunks).
   uint64_t pack(Run run) const { return uint64_t{ticket_} << 32 | (run.count << 16) | (run.first + 1); }
@@ -163,58 +164,73 @@ class SharedCopyReceiver {
                      std::atomic<bool>& kernel_refuses_reads)
       : copy_(state, d.ticket, d.chunks), d_(d), bytes_(bytes), sender_(sender), refuses_(&kernel_refuses_reads) {}
 
-  // Copies a chunk the sender handed us and, when `help`, the chunks nobody
-  // took yet, into `dst` (null: the sink takes no payload, nothing needs
-  // copying; set to null when the window's lease is revoked meanwhile).
-  // True once every chunk is in.
+  // Copies the chunks the sender handed us and, when `help`, the chunks
+  // nobody took yet, into `dst` (null: the sink takes no payload; such
+  // chunks are only counted, whoever polls; set to null when the window's
+  // lease is revoked meanwhile). True once every chunk is in.
   bool advance(bool help, std::byte*& dst, const ReceiveTicket& ticket) {
     if (copy_.all_done()) return true;
     if (auto run = copy_.take_handed(/*sender=*/false)) {
-      // The sender may not write them; if we may not read them either, the rest is lost.
-      if (refused() && dst != nullptr) {
-        copy_.fail_rest();
-        copy_.done(run->count);
-      } else {
-        for (uint32_t i = 0; i < run->count; ++i) read_chunk(run->first + i, dst, ticket);
+      // The sender may not write these: if we cannot read one either, it is lost.
+      for (uint32_t i = 0; i < run->count; ++i) {
+        const Read r = read_chunk(run->first + i, dst, ticket);
+        if (r == Read::refused || r == Read::failed) {
+          copy_.fail_rest();
+          copy_.done(run->count - i);
+          break;
+        }
+        copy_.done();
       }
     }
-    while (help && !refused()) {  // after a refused read we claim no more: one chunk at most is handed
+    // After a refused read we claim no more: one chunk at most goes back.
+    while ((help && !refused()) || dst == nullptr) {
       const auto chunk = copy_.claim_back();
       if (!chunk) break;
-      read_chunk(*chunk, dst, ticket);
+      switch (read_chunk(*chunk, dst, ticket)) {
+        case Read::refused:
+          copy_.hand_to_sender(*chunk);
+          break;
+        case Read::failed:
+          copy_.fail_rest();
+          copy_.done();
+          break;
+        default:
+          copy_.done();
+      }
     }
     return copy_.all_done();
   }
   uint32_t status() const { return copy_.failed() ? uint32_t{abi::kLinkError} : 0u; }
 
  private:
+  enum class Read { copied, not_wanted, refused, failed };
+
   bool refused() const { return refuses_->load(std::memory_order_relaxed); }
 
-  void read_chunk(uint32_t chunk, std::byte*& dst, const ReceiveTicket& ticket) {
+  Read read_chunk(uint32_t chunk, std::byte*& dst, const ReceiveTicket& ticket) {
     const size_t offset = size_t{chunk} * d_.chunk_bytes;
     const size_t n = std::min<size_t>(d_.chunk_bytes, bytes_ - offset);
-    if (dst == nullptr) return copy_.done();
-    if (refused()) return copy_.hand_to_sender(chunk);
+    if (dst == nullptr) return Read::not_wanted;
+    if (refused()) return Read::refused;
     if (ticket.lease && !ticket.lease->begin_write()) {
       dst = nullptr;  // the window was taken back: its payload is not wanted any more
-      return copy_.done();
+      return Read::not_wanted;
     }
     iovec local{dst + offset, n};
     iovec remote{reinterpret_cast<void*>(d_.source + offset), n};
     const ssize_t got = ::process_vm_readv(sender_, &local, 1, &remote, 1, 0);
     const int err = errno;
     if (ticket.lease) ticket.lease->end_write();
-    if (got == static_cast<ssize_t>(n)) return copy_.done();
+    if (got == static_cast<ssize_t>(n)) return Read::copied;
     if (got < 0 && (err == EPERM || err == ENOSYS || err == EACCES)) {
       if (!refuses_->exchange(true))
         ACCL_LOG_INFO("shm: process_vm_readv is not allowed ({}); senders copy direct writes alone",
                       std::strerror(err));
-      return copy_.hand_to_sender(chunk);
+      return Read::refused;
     }
     ACCL_LOG_WARN("shm: reading {} bytes of a payload from pid {} failed: {}", n, sender_,
                   got < 0 ? std::strerror(err) : "short read");
-    copy_.fail_rest();
-    copy_.done();
+    return Read::failed;
   }
 
   SharedCopy copy_;
