@@ -123,9 +123,19 @@ class DirectGate {
   void waiter_leaves() { page_.idle_waiters.fetch_sub(1, std::memory_order_relaxed); }
   void write_begins() { page_.writes_in_flight.fetch_add(1, std::memory_order_relaxed); }
   void write_ends() { page_.writes_in_flight.fetch_sub(1, std::memory_order_relaxed); }
+  // Ours: a peer granted us a window to write. Collectives write within
+  // microseconds of their grant; a grant whose data never comes (an
+  // abandoned rendezvous) must not count for long.
+  static constexpr int64_t kGrantFreshNs = 1'000'000;
+  void grant_recorded() {
+    page_.grant_fresh_until_ns.store(steady_now_ns() + kGrantFreshNs, std::memory_order_relaxed);
+  }
   // Ours: copying peers' payloads would compete with our own writes (under
   // way, or granted and about to start).
-  bool writing() const { return page_.writes_in_flight.load(std::memory_order_relaxed) != 0; }
+  bool writing() const {
+    return page_.writes_in_flight.load(std::memory_order_relaxed) != 0 ||
+           steady_now_ns() < page_.grant_fresh_until_ns.load(std::memory_order_relaxed);
+  }
   // A peer's (the receiver's of a shared copy): whether it would help now.
   // A hint only: the sender takes long runs unless it says yes.
   bool would_help() const {
@@ -201,7 +211,8 @@ class DirectGate {
     // The owner's threads that wait idle for a call (EmuDevice::drive_until),
     // and its direct writes under way: whether it would help copy now.
     alignas(64) std::atomic<uint32_t> idle_waiters{0};
-    std::atomic<uint32_t> writes_in_flight{0};  // or granted and about to start
+    std::atomic<uint32_t> writes_in_flight{0};
+    std::atomic<int64_t> grant_fresh_until_ns{0};  // a grant recorded lately: a write is about to start
     Slot slots[kSlots];
   };
   static_assert(sizeof(Page) <= kBytes);
@@ -250,7 +261,7 @@ class DirectGrants {
       }
     }
     g.stamp = ++stamp_;
-    if (same == nullptr && free != nullptr && owner_gate_ != nullptr) owner_gate_->write_begins();
+    if (owner_gate_ != nullptr) owner_gate_->grant_recorded();
     *(same != nullptr ? same : free != nullptr ? free : oldest) = std::move(g);
   }
 
@@ -261,7 +272,6 @@ class DirectGrants {
       if (e.gate && same_transfer(e, peer, h.ctx, h.rid, h.vaddr, h.host)) {
         std::optional<Grant> g(std::move(e));
         e = Grant{};
-        if (owner_gate_ != nullptr) owner_gate_->write_ends();
         if (g->bytes != h.count) return std::nullopt;  // not the whole window: the sink decides
         return g;
       }
@@ -271,15 +281,12 @@ class DirectGrants {
 
   void clear() {
     std::lock_guard lock(mutex_);
-    for (Grant& e : grants_) {
-      if (e.gate && owner_gate_ != nullptr) owner_gate_->write_ends();
-      e = Grant{};
-    }
+    for (Grant& e : grants_) e = Grant{};
   }
 
-  // Our gate, which counts the grants held here as direct writes about to
-  // start (DirectGate::writing): a process that will soon write its own
-  // sends does not help copy its peers'. Set before any grant is recorded.
+  // Our gate, which a recorded grant marks as about to write
+  // (DirectGate::writing): a process that will soon write its own sends does
+  // not help copy its peers'. Set before any grant is recorded.
   void count_in(DirectGate* gate) { owner_gate_ = gate; }
 
  private:
