@@ -54,6 +54,10 @@ namespace shm __attribute__((visibility("hidden"))) {
 // late data). A fence is rare, so one epoch per transport is enough; the
 // counts are per peer so that a peer that died mid-piece holds up no fence.
 
+// The errors with which a kernel forbids copies between two processes
+// (Yama's ptrace_scope, a seccomp filter, no CMA), rather than failing one.
+inline bool kernel_forbids_cross_copy(int err) { return err == EPERM || err == ENOSYS || err == EACCES; }
+
 constexpr uint32_t kGrantMagic = 0x544E5247;   // "GRNT"
 constexpr uint32_t kDirectMagic = 0x54434944;  // "DICT"
 
@@ -287,7 +291,7 @@ class DirectGrants {
   // Our gate, which a recorded grant marks as about to write
   // (DirectGate::writing): a process that will soon write its own sends does
   // not help copy its peers'. Set before any grant is recorded.
-  void count_in(DirectGate* gate) { owner_gate_ = gate; }
+  void report_grants_to(DirectGate* gate) { owner_gate_ = gate; }
 
  private:
   static bool same_transfer(const Grant& e, const NetAddress& peer, uint32_t ctx, uint32_t rid, uint64_t vaddr,
@@ -331,7 +335,7 @@ struct DirectWrites {
       const int err = errno;
       g.gate->end(g.slot);
       if (wrote != static_cast<ssize_t>(n)) {
-        if (wrote < 0 && (err == EPERM || err == ENOSYS || err == EACCES)) {
+        if (wrote < 0 && kernel_forbids_cross_copy(err)) {
           if (!kernel_refuses.exchange(true))
             ACCL_LOG_INFO("shm: process_vm_writev is not allowed ({}); payloads go through the rings",
                           std::strerror(err));

@@ -296,7 +296,7 @@ class ShmLink final : public Link {
           // The receiver reads this run and every chunk nobody took (runs
           // from the front are contiguous): we write no more.
           can_write = false;
-          if (auto rest = copy.claim_front(kMaxSharedCopyChunks)) run.count += rest->count;
+          if (auto rest = copy.claim_rest()) run.count += rest->count;
           return copy.hand_to_receiver(run);
         }
         case DirectWrites::Wrote::failed:

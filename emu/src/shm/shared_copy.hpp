@@ -98,6 +98,8 @@ class SharedCopy {
         return Run{front, n};
     }
   }
+  // Either side: every chunk nobody took yet (one run: from the front).
+  std::optional<Run> claim_rest() { return claim_front(chunks_); }
   // Receiver: one chunk nobody took yet, from the back.
   std::optional<uint32_t> claim_back() {
     uint64_t w = s_->claims.load(std::memory_order_acquire);
@@ -131,7 +133,7 @@ class SharedCopy {
   // nobody took.
   void fail_rest() {
     s_->failed.store(ticket_, std::memory_order_release);
-    while (auto run = claim_front(chunks_)) done(run->count);
+    if (auto rest = claim_rest()) done(rest->count);
   }
   bool failed() const { return s_->failed.load(std::memory_order_acquire) == ticket_; }
   // Every chunk is in. (A sender that moved on to its next transfer finished
@@ -222,7 +224,7 @@ class SharedCopyReceiver {
     const int err = errno;
     if (ticket.lease) ticket.lease->end_write();
     if (got == static_cast<ssize_t>(n)) return Read::copied;
-    if (got < 0 && (err == EPERM || err == ENOSYS || err == EACCES)) {
+    if (got < 0 && kernel_forbids_cross_copy(err)) {
       if (!refuses_->exchange(true))
         ACCL_LOG_INFO("shm: process_vm_readv is not allowed ({}); senders copy direct writes alone",
                       std::strerror(err));

@@ -121,7 +121,7 @@ ShmTransport::ShmTransport(const TransportOptions& options, const ShmTuning& tun
   direct_.share_copies = tuning_.share_copies;
   if (direct_.min_bytes != 0) {
     direct_.own_gate = DirectGate::create();
-    direct_.grants.count_in(direct_.own_gate.get());
+    direct_.grants.report_grants_to(direct_.own_gate.get());
     if (!direct_.own_gate)
       ACCL_LOG_INFO("shm: no direct-write gate ({}); peers copy payloads through the rings", std::strerror(errno));
   }
